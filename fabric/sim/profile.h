@@ -1,0 +1,62 @@
+// A NIC/host calibration profile for the simulator: every primitive the
+// simulator charges time for, each with its unit and its source.
+//
+// Contract: values come from primitive-level measurements (one READ, one MW
+// bind, one MR registration, one chained WR, ...) or are labelled
+// "assumption" when no primitive source exists. No application-level result
+// may be used here. Derived values (solved so that a primitive measurement is
+// reproduced) say what they were solved from.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fabric/time.h"
+
+namespace dmb::sim {
+
+struct ProfileParam {
+  std::string name;
+  double value;
+  std::string unit;
+  std::string source;
+};
+
+struct CpuCostDef {
+  std::string name;  // e.g. "verbs.mr_reg_base"
+  double us;
+  std::string source;
+};
+
+struct Profile {
+  std::string name;
+  // PCIe between host memory and the RNIC.
+  double pcie_oneway_ns;      // posted write / doorbell one-way latency
+  double pcie_bytes_per_ns;   // DMA bandwidth
+  // Network.
+  double link_gbps;           // per port, each direction
+  double wire_latency_ns;     // one way, cable + switch
+  double wire_header_bytes;   // per packet
+  double mtu_bytes;
+  // RNIC.
+  double nic_pus;             // parallel WR processing units
+  double nic_wr_proc_ns;      // per WR, per side (requester or responder)
+  double nic_atomic_ns;       // atomic unit occupancy per atomic
+  double nic_umr_ns;          // MW bind (UMR) / local invalidate
+  double offload_penalty_ns_per_qp;  // added per WR per QP holding offloaded WRs
+  double cqe_notify_ns;       // CQE in host memory -> polling CPU sees it
+  double retry_timeout_us;    // ack timeout x (retry_cnt + 1): peer gone
+  double rnr_delay_us;        // RNR NAK back-off before a SEND is retried
+  std::vector<CpuCostDef> cpu_costs;
+
+  static Profile Cx5();
+  // Profile by name ("cx5"); throws std::invalid_argument listing names.
+  static Profile ByName(std::string_view name);
+  std::vector<ProfileParam> Describe() const;
+  // Stable hash of every value (goes into results' meta.json).
+  uint64_t Hash() const;
+};
+
+}  // namespace dmb::sim

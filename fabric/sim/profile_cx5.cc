@@ -1,0 +1,85 @@
+// ConnectX-5 (100 Gbps) profile: the testbed of OneSidedMW, ODRP and Patronus.
+//
+// Only primitive measurements are sources. Papers (in ../shared/papers):
+//   [ODRP]      odrp.txt           [PAT] patronus-fast23.txt
+//   [OSMW]      onesidedmw-nsdi26.txt   [FM] finemem-osdi25.txt
+// Values marked "assumption" have no primitive measurement in those papers;
+// they fix how a measured total is split between stages, and `dmbench
+// calibrate` checks that every measured primitive is still reproduced.
+#include "fabric/sim/profile.h"
+
+namespace dmb::sim {
+
+Profile Profile::Cx5() {
+  Profile p;
+  p.name = "cx5";
+  p.pcie_oneway_ns = 200;
+  p.pcie_bytes_per_ns = 12.8;
+  p.link_gbps = 100;
+  // Solved so that one 4 KB READ at 1 worker takes 2.9 us end to end:
+  //   D + (2D + 64/B) + P + ser(64) + W + P + (2D + 4096/B) + ser(4160) + W
+  //     + (D + 4160/B) + N = 2.9 us   =>   W = 216.7 ns.
+  p.wire_latency_ns = 216.7;
+  p.wire_header_bytes = 64;
+  p.mtu_bytes = 4096;
+  p.nic_pus = 8;
+  // 8 PUs / 114.3 ns = 70 Mops per NIC.
+  p.nic_wr_proc_ns = 114.3;
+  // 10x below the READ message rate: 1 / 142.9 ns = 7 Mops.
+  p.nic_atomic_ns = 142.9;
+  // Solved so that a bind posted by the CPU completes in 1.1 us:
+  //   D + (2D + 64/B) + P + U + (D + 64/B) + N = 1.1 us  =>  U = 125.7 ns.
+  p.nic_umr_ns = 125.7;
+  // 96 QPs x 3.806 ns = 365 ns = 12.6% of a 2.9 us READ.
+  p.offload_penalty_ns_per_qp = 3.806;
+  p.cqe_notify_ns = 50;
+  // IB ack timeout 4.096 us * 2^14 = 67.1 ms, retry_cnt 7: 8 tries.
+  p.retry_timeout_us = 8 * 67108.9;
+  // IB min_rnr_timer 12 = 0.64 ms.
+  p.rnr_delay_us = 640;
+  p.cpu_costs = {
+      // Registration cost = base + pages * per-page (pinning, translation).
+      // 4 KB pages: 80 us for 4 KB and 600 us for 1 MB [ODRP §2.2]
+      //   => base 77.96 us, 2.039 us per 4 KB page.
+      {"verbs.mr_reg_base", 77.96, "solved from [ODRP] §2.2: reg 4 KB = 80 us, 1 MB = 600 us"},
+      {"verbs.mr_reg_page_4k", 2.039, "solved from [ODRP] §2.2: reg 4 KB = 80 us, 1 MB = 600 us"},
+      // 2 MB pages: ~1 ms for 256 MB [PAT Fig 1] => (1000 - 77.96) / 128.
+      {"verbs.mr_reg_page_2m", 7.203, "solved from [PAT] §1/Fig 1: reg 256 MB ~ 1 ms (2 MB pages)"},
+      {"verbs.mr_dereg_base", 77.96 / 4,
+       "assumption: deregistration = 1/4 of registration (no primitive source in papers)"},
+      {"verbs.mr_dereg_page_4k", 2.039 / 4,
+       "assumption: deregistration = 1/4 of registration (no primitive source in papers)"},
+      {"verbs.mr_dereg_page_2m", 7.203 / 4,
+       "assumption: deregistration = 1/4 of registration (no primitive source in papers)"},
+      {"verbs.qp_modify", 100, "[PAT] §2.2/Fig 1: modifying QP state ~100 us per operation"},
+  };
+  return p;
+}
+
+std::vector<ProfileParam> Profile::Describe() const {
+  return {
+      {"pcie_oneway_ns", pcie_oneway_ns, "ns",
+       "assumption: PCIe Gen3 x16 posted-write latency (only sums are constrained)"},
+      {"pcie_bytes_per_ns", pcie_bytes_per_ns, "B/ns", "assumption: PCIe Gen3 x16 effective"},
+      {"link_gbps", link_gbps, "Gbps", "[OSMW] §6 / [ODRP] §6: 100 Gbps ConnectX-5"},
+      {"wire_latency_ns", wire_latency_ns, "ns",
+       "solved: 4 KB READ at 1 worker = 2.9 us [ODRP] Fig 11 §6.3"},
+      {"wire_header_bytes", wire_header_bytes, "B", "assumption: RoCE/IB headers per packet"},
+      {"mtu_bytes", mtu_bytes, "B", "assumption: 4096 B path MTU"},
+      {"nic_pus", nic_pus, "units", "assumption: parallel WR processing units"},
+      {"nic_wr_proc_ns", nic_wr_proc_ns, "ns",
+       "solved: nic_pus / 70 Mops [PAT] §1 (~70 Mops/s on 100 Gbps ConnectX-5)"},
+      {"nic_atomic_ns", nic_atomic_ns, "ns",
+       "solved: FAA throughput 10x below READ [ODRP] §6.2 (citing [34])"},
+      {"nic_umr_ns", nic_umr_ns, "ns", "solved: MW bind 1.1 us median [PAT] §2.2 Fig 1"},
+      {"offload_penalty_ns_per_qp", offload_penalty_ns_per_qp, "ns",
+       "solved: READ +12.6% with 96 MN QPs holding offloaded WRs [OSMW] §3.2"},
+      {"cqe_notify_ns", cqe_notify_ns, "ns",
+       "assumption: a polling core sees a CQE one cache miss after it lands"},
+      {"retry_timeout_us", retry_timeout_us, "us",
+       "assumption: IB ack timeout 4.096 us * 2^14, retry_cnt 7"},
+      {"rnr_delay_us", rnr_delay_us, "us", "assumption: IB min_rnr_timer 12 (0.64 ms)"},
+  };
+}
+
+}  // namespace dmb::sim

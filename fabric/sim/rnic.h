@@ -1,0 +1,45 @@
+// The simulated RNIC's execution engine (internal to the sim backend).
+//
+// Event flow of one remote WQE:  QpStart (WQE read from memory, requester PU)
+//   -> RespArrive (responder PU, protection check, memory effect)
+//   -> Complete (requester scatters READ/atomic data; CQE in WQE order).
+// Local WQEs (BIND_MW, LOCAL_INV, *_ENABLE, NOP, WAIT) go QpStart -> Complete.
+#pragma once
+
+#include "fabric/sim/sim_cluster.h"
+
+namespace dmb::sim {
+
+class Rnic {
+ public:
+  // Schedules the QP's next WQE start if it has work and nothing blocks it.
+  static void Kick(SimQp* qp);
+  // Moves `qp` to ERR: flushes unstarted send WQEs and posted RECVs.
+  static void EnterError(SimQp* qp);
+  // Flushes WQEs posted while the QP is in ERR.
+  static void FlushUnstarted(SimQp* qp);
+  // Called by a CQ when the count a blocked WAIT needs is reached.
+  static void ReleaseWait(SimQp* qp);
+
+ private:
+  static void OnQpStart(void* ctx, uint64_t arg);
+  static void OnRespArrive(void* ctx, uint64_t arg);
+  static void OnComplete(void* ctx, uint64_t arg);
+  static void OnRecvComplete(void* ctx, uint64_t arg);
+  static void StartNext(SimQp* qp);
+  static void Respond(Op* op, SimNode* b, SimQp* p);
+  static void Retire(SimQp* qp);
+  static void Unblock(SimQp* qp);
+  static void ApplyLocal(Op* op);
+  static fabric::WcStatus DoBind(SimQp* qp, const fabric::DecodedSendWqe& w);
+  static fabric::WcStatus DoLocalInv(SimQp* qp, uint32_t rkey, bool remote);
+  static fabric::WcStatus DoEnable(SimQp* qp, const fabric::DecodedSendWqe& w);
+  static fabric::WcStatus CheckRemote(SimNode* n, SimQp* p, uint32_t rkey, uint64_t addr,
+                                      uint64_t len, uint32_t need);
+  static fabric::WcStatus CheckLocal(SimNode* n, SimQp* qp, const fabric::Sge& sge, bool write);
+  static Ps ClaimPu(SimNode* n, Ps earliest, Ps proc);
+  static Ps Transmit(SimNode* from, SimNode* to, Ps ready, uint64_t payload);
+  static void DeliverRecvError(SimQp* p, fabric::WcStatus st, uint64_t wr_id);
+};
+
+}  // namespace dmb::sim

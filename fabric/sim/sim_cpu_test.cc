@@ -1,0 +1,57 @@
+#include "fabric/sim/sim_cpu.h"
+
+#include <gtest/gtest.h>
+
+namespace dmb::sim {
+namespace {
+
+TEST(SimCpu, OneCoreQueuesWorkTwoCoresOverlapIt) {
+  for (int cores : {1, 2}) {
+    Simulator sim(1);
+    std::vector<std::string> names = {"job"};
+    SimCpu cpu(&sim, cores, &names);
+    std::vector<Ps> done;
+    for (int i = 0; i < 2; ++i) {
+      sim.Spawn([](SimCpu& c, std::vector<Ps>* d, Simulator& s) -> Task<void> {
+        co_await c.Work(fabric::CpuCost{0, 10 * kPsPerUs});
+        d->push_back(s.now());
+      }(cpu, &done, sim));
+    }
+    sim.Run();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[1], (cores == 1 ? 20 : 10) * kPsPerUs) << cores << " cores";
+    EXPECT_EQ(cpu.busy_ps(), 20 * kPsPerUs);
+    EXPECT_EQ(cpu.BusyByCost().at(0).second, 20 * kPsPerUs);
+  }
+}
+
+TEST(SimCpu, PeakBusyFractionOverWindows) {
+  Simulator sim(1);
+  std::vector<std::string> names = {"job"};
+  SimCpu cpu(&sim, 1, &names);
+  sim.Spawn([](SimCpu& c, Simulator& s) -> Task<void> {
+    co_await c.Work(fabric::CpuCost{0, 500 * kPsPerUs});  // busy 0.5 ms
+    co_await s.SleepFor(2 * kPsPerMs);
+    co_await c.Work(fabric::CpuCost{0, 100 * kPsPerUs});
+  }(cpu, sim));
+  sim.Run();
+  EXPECT_DOUBLE_EQ(cpu.PeakBusyFraction(kPsPerMs), 0.5);
+  EXPECT_DOUBLE_EQ(cpu.PeakBusyFraction(kPsPerMs, 2 * kPsPerMs), 0.1);
+}
+
+TEST(SimCpu, HaltedCpuNeverFinishesWork) {
+  Simulator sim(1);
+  std::vector<std::string> names = {"job"};
+  SimCpu cpu(&sim, 1, &names);
+  bool finished = false;
+  sim.Spawn([](SimCpu& c, bool* f) -> Task<void> {
+    co_await c.Work(fabric::CpuCost{0, kPsPerUs});
+    *f = true;
+  }(cpu, &finished));
+  cpu.Halt();
+  sim.Run();
+  EXPECT_FALSE(finished);
+}
+
+}  // namespace
+}  // namespace dmb::sim

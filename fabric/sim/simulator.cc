@@ -1,0 +1,94 @@
+#include "fabric/sim/simulator.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace dmb::sim {
+namespace {
+
+// A spawned task's owner: registers with the simulator while alive, records an
+// escaping exception, frees itself when the task finishes.
+struct Root {
+  struct promise_type {
+    Simulator* sim;
+    promise_type(Simulator* s, Task<void>&) : sim(s) {
+      sim->AddRoot(std::coroutine_handle<promise_type>::from_promise(*this).address());
+    }
+    ~promise_type() {
+      sim->RemoveRoot(std::coroutine_handle<promise_type>::from_promise(*this).address());
+    }
+    Root get_return_object() { return Root{std::coroutine_handle<promise_type>::from_promise(*this)}; }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    std::suspend_never final_suspend() noexcept { return {}; }
+    void return_void() {}
+    void unhandled_exception() { sim->RecordException(std::current_exception()); }
+  };
+  std::coroutine_handle<promise_type> handle;
+};
+
+Root RunRoot(Simulator*, Task<void> task) { co_await task; }
+
+void ResumeEvent(void* ctx, uint64_t) { std::coroutine_handle<>::from_address(ctx).resume(); }
+
+constexpr uint32_t kResumeKind = 1;
+
+}  // namespace
+
+Simulator::Simulator(uint64_t seed) : seed_(seed) { heap_.reserve(1024); }
+
+Simulator::~Simulator() { Shutdown(); }
+
+void Simulator::Shutdown() {
+  heap_.clear();
+  while (!roots_.empty()) {
+    void* frame = *roots_.begin();
+    std::coroutine_handle<>::from_address(frame).destroy();  // unregisters itself
+  }
+}
+
+void Simulator::Spawn(Task<void> task) {
+  Root r = RunRoot(this, std::move(task));
+  Schedule(now_, kResumeKind, ResumeEvent, r.handle.address(), 0);
+}
+
+void Simulator::Schedule(Ps t, uint32_t kind, EventFn fn, void* ctx, uint64_t arg) {
+  if (t < now_) {
+    throw std::logic_error("event scheduled in the past: t=" + std::to_string(t) +
+                           " ps < now=" + std::to_string(now_) + " ps");
+  }
+  heap_.push_back(Event{t, seq_++, fn, ctx, arg, kind});
+  std::push_heap(heap_.begin(), heap_.end(), Later{});
+}
+
+void Simulator::ResumeAt(std::coroutine_handle<> h, Ps t) {
+  Schedule(std::max(t, now_), kResumeKind, ResumeEvent, h.address(), 0);
+}
+
+void Simulator::Pop(Event* e) {
+  std::pop_heap(heap_.begin(), heap_.end(), Later{});
+  *e = heap_.back();
+  heap_.pop_back();
+}
+
+void Simulator::Drain(Ps limit) {
+  Event e;
+  while (!heap_.empty() && heap_.front().t <= limit && !exception_) {
+    Pop(&e);
+    now_ = e.t;
+    ++events_executed_;
+    TraceMix(static_cast<uint64_t>(e.t) * 31 + e.kind);  // args may be pointers: not hashed
+    e.fn(e.ctx, e.arg);
+  }
+  if (exception_) std::rethrow_exception(std::exchange(exception_, nullptr));
+}
+
+void Simulator::Run() { Drain(std::numeric_limits<Ps>::max()); }
+
+void Simulator::RunUntil(Ps t) {
+  Drain(t);
+  now_ = std::max(now_, t);
+}
+
+}  // namespace dmb::sim

@@ -1,0 +1,100 @@
+#include "fabric/sim/sparse_memory.h"
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+namespace dmb::sim {
+
+SparseMemory::SparseMemory(std::string node_name, uint64_t size_bytes)
+    : node_name_(std::move(node_name)), size_(size_bytes) {
+  const uint64_t pages = (size_ + kPageBytes - 1) >> kPageShift;
+  dirs_.resize((pages + (1ull << kDirShift) - 1) >> kDirShift);
+}
+
+void SparseMemory::CheckRange(uint64_t addr, uint64_t n, const char* what) const {
+  if (!Contains(addr, n)) {
+    throw std::out_of_range(std::string(what) + " of " + std::to_string(n) + " bytes at 0x" +
+                            std::to_string(addr) + " is outside node '" + node_name_ +
+                            "' memory of " + std::to_string(size_) + " bytes");
+  }
+}
+
+uint8_t* SparseMemory::PageForWrite(uint64_t page) {
+  auto& dir = dirs_[page >> kDirShift];
+  if (!dir) dir = std::make_unique<std::unique_ptr<uint8_t[]>[]>(1ull << kDirShift);
+  auto& p = dir[page & ((1ull << kDirShift) - 1)];
+  if (!p) {
+    p = std::make_unique<uint8_t[]>(kPageBytes);  // value-initialised: zeros
+    ++resident_pages_;
+  }
+  return p.get();
+}
+
+const uint8_t* SparseMemory::PageForRead(uint64_t page) const {
+  const auto& dir = dirs_[page >> kDirShift];
+  if (!dir) return nullptr;
+  return dir[page & ((1ull << kDirShift) - 1)].get();
+}
+
+void SparseMemory::Read(uint64_t addr, void* dst, uint64_t n) const {
+  CheckRange(addr, n, "read");
+  auto* out = static_cast<uint8_t*>(dst);
+  while (n > 0) {
+    const uint64_t off = addr & (kPageBytes - 1);
+    const uint64_t len = std::min(n, kPageBytes - off);
+    const uint8_t* page = PageForRead(addr >> kPageShift);
+    if (page) {
+      std::memcpy(out, page + off, len);
+    } else {
+      std::memset(out, 0, len);
+    }
+    out += len;
+    addr += len;
+    n -= len;
+  }
+}
+
+void SparseMemory::Write(uint64_t addr, const void* src, uint64_t n) {
+  CheckRange(addr, n, "write");
+  const auto* in = static_cast<const uint8_t*>(src);
+  while (n > 0) {
+    const uint64_t off = addr & (kPageBytes - 1);
+    const uint64_t len = std::min(n, kPageBytes - off);
+    std::memcpy(PageForWrite(addr >> kPageShift) + off, in, len);
+    in += len;
+    addr += len;
+    n -= len;
+  }
+}
+
+void SparseMemory::Fill(uint64_t addr, uint8_t byte, uint64_t n) {
+  CheckRange(addr, n, "fill");
+  while (n > 0) {
+    const uint64_t off = addr & (kPageBytes - 1);
+    const uint64_t len = std::min(n, kPageBytes - off);
+    if (byte != 0 || PageForRead(addr >> kPageShift) != nullptr) {
+      std::memset(PageForWrite(addr >> kPageShift) + off, byte, len);
+    }
+    addr += len;
+    n -= len;
+  }
+}
+
+uint64_t SparseMemory::Alloc(uint64_t bytes, uint64_t align) {
+  if (align == 0 || (align & (align - 1)) != 0) {
+    throw std::invalid_argument("Alloc alignment must be a power of two, got " +
+                                std::to_string(align));
+  }
+  const uint64_t start = (next_free_ + align - 1) & ~(align - 1);
+  if (start > size_ || bytes > size_ - start) {
+    throw fabric::VerbsError(ENOMEM, "node '" + node_name_ + "' memory exhausted: requested " +
+                                         std::to_string(bytes) + " bytes, " +
+                                         std::to_string(size_ - std::min(size_, start)) +
+                                         " of " + std::to_string(size_) + " free");
+  }
+  next_free_ = start + bytes;
+  return start;
+}
+
+}  // namespace dmb::sim
