@@ -22,7 +22,9 @@ class Rng {
     return z ^ (z >> 31);
   }
   // Uniform in [0, n), n > 0.
-  uint64_t Uniform(uint64_t n) { return static_cast<uint64_t>((static_cast<__uint128_t>(Next()) * n) >> 64); }
+  uint64_t Uniform(uint64_t n) {
+    return static_cast<uint64_t>((static_cast<__uint128_t>(Next()) * n) >> 64);
+  }
   double UniformDouble() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 
   static uint64_t HashName(std::string_view s) {

@@ -46,10 +46,10 @@ enum class Opcode : uint8_t {
   kMaskedFetchAndAdd = 8,
   kBindMw = 9,
   kLocalInv = 10,
-  kWait = 11,        // block this SQ until CQ `wait_cq` has `wait_count` completions
-  kSendEnable = 12,  // let managed QP `enable_qpn` execute SQ WQEs below `enable_index`
-  kRecvEnable = 13,  // let managed QP `enable_qpn` consume RQ WQEs below `enable_index`
-  kRecv = 14,        // only in work completions
+  kWait = 11,             // block this SQ until CQ `wait_cq` has `wait_count` completions
+  kSendEnable = 12,       // let managed QP `enable_qpn` execute SQ WQEs below `enable_index`
+  kRecvEnable = 13,       // let managed QP `enable_qpn` consume RQ WQEs below `enable_index`
+  kRecv = 14,             // only in work completions
   kRecvRdmaWithImm = 15,  // only in work completions
 };
 std::string_view OpcodeName(Opcode op);
@@ -105,7 +105,7 @@ struct SendWr {
   Opcode opcode = Opcode::kNop;
   uint8_t flags = kSignaled;
   std::vector<Sge> sg_list;
-  uint32_t imm_data = 0;    // WRITE_WITH_IMM
+  uint32_t imm_data = 0;         // WRITE_WITH_IMM
   uint32_t invalidate_rkey = 0;  // SEND_WITH_INV, LOCAL_INV
   // READ / WRITE / atomics
   uint64_t remote_addr = 0;
@@ -237,10 +237,10 @@ struct QpInitAttr {
 // Hardware-style per-QP counters (what a memory node may read, e.g. for
 // OneSidedMW's budget monitor).
 struct QpCounters {
-  uint64_t send_wrs_executed = 0;   // SQ WQEs started
-  uint64_t requests_served = 0;     // inbound requests this QP responded to
+  uint64_t send_wrs_executed = 0;  // SQ WQEs started
+  uint64_t requests_served = 0;    // inbound requests this QP responded to
   uint64_t recvs_consumed = 0;
-  uint64_t errors = 0;              // error completions + NAKs sent
+  uint64_t errors = 0;  // error completions + NAKs sent
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
 };

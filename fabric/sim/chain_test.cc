@@ -26,8 +26,7 @@ class ChainTest : public SimFixture {
     cluster_->Connect(cn_qp_, rq_qp_);
     // A managed worker QP (looped back to itself) and a control QP that WAITs
     // and ENABLEs.
-    worker_ = MakeQp(mn_, mn_pd_, chain_cq_,
-                     {.cross_channel = true, .manage_send = true});
+    worker_ = MakeQp(mn_, mn_pd_, chain_cq_, {.cross_channel = true, .manage_send = true});
     cluster_->Connect(worker_, worker_);
     ctrl_ = MakeQp(mn_, mn_pd_, chain_cq_, {.cross_channel = true});
     cluster_->Connect(ctrl_, ctrl_);
@@ -101,8 +100,8 @@ TEST_F(ChainTest, RecvScatterRewritesALaterWritesRemoteAddress) {
   const uint64_t placeholder = mn_buf_ + 0x1000, wanted = mn_buf_ + 0x2000;
   mn_->memory().StoreU64(mn_buf_, 0xfeedface);
   uint64_t widx = 0;
-  ASSERT_EQ(worker_->PostSend(Write(mn_buf_, mn_mr_->lkey(), 8, placeholder, mn_mr_->rkey()),
-                              &widx), 0);
+  ASSERT_EQ(
+      worker_->PostSend(Write(mn_buf_, mn_mr_->lkey(), 8, placeholder, mn_mr_->rkey()), &widx), 0);
   // The RECV writes the CN's argument straight into the WRITE WQE's
   // remote_addr field (big-endian, as the WQE layout says).
   RecvWr rr;

@@ -33,22 +33,22 @@ struct CpuCostDef {
 struct Profile {
   std::string name;
   // PCIe between host memory and the RNIC.
-  double pcie_oneway_ns;      // posted write / doorbell one-way latency
-  double pcie_bytes_per_ns;   // DMA bandwidth
+  double pcie_oneway_ns;     // posted write / doorbell one-way latency
+  double pcie_bytes_per_ns;  // DMA bandwidth
   // Network.
-  double link_gbps;           // per port, each direction
-  double wire_latency_ns;     // one way, cable + switch
-  double wire_header_bytes;   // per packet
+  double link_gbps;          // per port, each direction
+  double wire_latency_ns;    // one way, cable + switch
+  double wire_header_bytes;  // per packet
   double mtu_bytes;
   // RNIC.
-  double nic_pus;             // parallel WR processing units
-  double nic_wr_proc_ns;      // per WR, per side (requester or responder)
-  double nic_atomic_ns;       // atomic unit occupancy per atomic
-  double nic_umr_ns;          // MW bind (UMR) / local invalidate
+  double nic_pus;                    // parallel WR processing units
+  double nic_wr_proc_ns;             // per WR, per side (requester or responder)
+  double nic_atomic_ns;              // atomic unit occupancy per atomic
+  double nic_umr_ns;                 // MW bind (UMR) / local invalidate
   double offload_penalty_ns_per_qp;  // added per WR per QP holding offloaded WRs
-  double cqe_notify_ns;       // CQE in host memory -> polling CPU sees it
-  double retry_timeout_us;    // ack timeout x (retry_cnt + 1): peer gone
-  double rnr_delay_us;        // RNR NAK back-off before a SEND is retried
+  double cqe_notify_ns;              // CQE in host memory -> polling CPU sees it
+  double retry_timeout_us;           // ack timeout x (retry_cnt + 1): peer gone
+  double rnr_delay_us;               // RNR NAK back-off before a SEND is retried
   std::vector<CpuCostDef> cpu_costs;
 
   static Profile Cx5();

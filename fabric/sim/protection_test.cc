@@ -28,7 +28,8 @@ class ProtectionTest : public SimFixture {
 
   // Binds a type-2 MW over [addr, addr+len) to MN QP `bound` (posted on `poster`).
   WorkCompletion BindType2(Mw* mw, Qp* poster, Qp* bound, uint64_t addr, uint64_t len,
-                           uint32_t new_key, Mr* mr = nullptr, uint32_t access = kAllAccess & ~kMwBind) {
+                           uint32_t new_key, Mr* mr = nullptr,
+                           uint32_t access = kAllAccess & ~kMwBind) {
     SendWr wr;
     wr.opcode = Opcode::kBindMw;
     wr.bind_mw_rkey = mw->rkey();
@@ -83,9 +84,11 @@ TEST_F(ProtectionTest, Type2BindQpnFieldAssignsTheWindowToAnotherQp) {
 
 TEST_F(ProtectionTest, Type1MwUsableFromAnyQpOfThePd) {
   Mw* mw = mn_->AllocMw(mn_pd_, MwType::kType1);
-  ASSERT_EQ(mn_side_[0]->BindMw(mw, 5, mn_mr_, mn_buf_, 4096, kRemoteRead, (mw->rkey() & ~0xffu) | 3), 0);
+  ASSERT_EQ(
+      mn_side_[0]->BindMw(mw, 5, mn_mr_, mn_buf_, 4096, kRemoteRead, (mw->rkey() & ~0xffu) | 3), 0);
   WorkCompletion wc;
-  cluster_->RunToCompletion([](Cq* cq, WorkCompletion* o) -> Task<void> { *o = co_await cq->Next(); }(mn_cq_, &wc));
+  cluster_->RunToCompletion(
+      [](Cq* cq, WorkCompletion* o) -> Task<void> { *o = co_await cq->Next(); }(mn_cq_, &wc));
   ASSERT_EQ(wc.status, WcStatus::kSuccess);
   EXPECT_EQ(mw->rkey() & 0xff, 3u);
   EXPECT_EQ(CnRead(0, mn_buf_, mw->rkey()).status, WcStatus::kSuccess);
@@ -94,10 +97,13 @@ TEST_F(ProtectionTest, Type1MwUsableFromAnyQpOfThePd) {
 
 TEST_F(ProtectionTest, OldRkeyRefusedAfterRebindAndAfterInvalidate) {
   Mw* t1 = mn_->AllocMw(mn_pd_, MwType::kType1);
-  ASSERT_EQ(mn_side_[0]->BindMw(t1, 1, mn_mr_, mn_buf_, 4096, kRemoteRead, (t1->rkey() & ~0xffu) | 1), 0);
+  ASSERT_EQ(
+      mn_side_[0]->BindMw(t1, 1, mn_mr_, mn_buf_, 4096, kRemoteRead, (t1->rkey() & ~0xffu) | 1), 0);
   sim().Run();
   const uint32_t old_rkey = t1->rkey();
-  ASSERT_EQ(mn_side_[0]->BindMw(t1, 2, mn_mr_, mn_buf_ + 4096, 4096, kRemoteRead, (old_rkey & ~0xffu) | 2), 0);
+  ASSERT_EQ(mn_side_[0]->BindMw(t1, 2, mn_mr_, mn_buf_ + 4096, 4096, kRemoteRead,
+                                (old_rkey & ~0xffu) | 2),
+            0);
   sim().Run();
   WorkCompletion wcs[4];
   ASSERT_EQ(mn_cq_->Poll(wcs), 2);
@@ -126,7 +132,8 @@ TEST_F(ProtectionTest, BindFailsOutsideTheMrOrWithoutMwBindAccess) {
   Reconnect(0);
   const uint64_t plain = mn_->memory().Alloc(8192);
   Mr* no_bind = RegMr(mn_, mn_pd_, plain, 8192, kLocalWrite | kRemoteRead);
-  EXPECT_EQ(BindType2(mw, mn_side_[0], nullptr, plain, 4096, 1, no_bind).status, WcStatus::kMwBindErr);
+  EXPECT_EQ(BindType2(mw, mn_side_[0], nullptr, plain, 4096, 1, no_bind).status,
+            WcStatus::kMwBindErr);
   Reconnect(0);
   // Remote write through a window needs LOCAL_WRITE on the MR.
   Mr* ro = RegMr(mn_, mn_pd_, plain, 8192, kRemoteRead | kMwBind);
@@ -136,13 +143,15 @@ TEST_F(ProtectionTest, BindFailsOutsideTheMrOrWithoutMwBindAccess) {
   EXPECT_EQ(BindType2(mw, mn_side_[0], nullptr, plain, 4096, 1, ro, kRemoteRead).status,
             WcStatus::kSuccess);
   EXPECT_EQ(BindType2(mw, mn_side_[0], nullptr, plain, 4096, 2, ro, kRemoteRead).status,
-            WcStatus::kMwBindErr) << "a bound type-2 MW must be invalidated before a rebind";
+            WcStatus::kMwBindErr)
+      << "a bound type-2 MW must be invalidated before a rebind";
 }
 
 TEST_F(ProtectionTest, WindowBoundsAndAccessFlagsAreEnforced) {
   Mw* mw = mn_->AllocMw(mn_pd_, MwType::kType2);
-  ASSERT_EQ(BindType2(mw, mn_side_[0], nullptr, mn_buf_ + 4096, 4096, 1, nullptr, kRemoteRead).status,
-            WcStatus::kSuccess);
+  ASSERT_EQ(
+      BindType2(mw, mn_side_[0], nullptr, mn_buf_ + 4096, 4096, 1, nullptr, kRemoteRead).status,
+      WcStatus::kSuccess);
   EXPECT_EQ(CnRead(0, mn_buf_ + 4096 + 4088, mw->rkey(), 8).status, WcStatus::kSuccess);
   EXPECT_EQ(CnRead(0, mn_buf_ + 4096 + 4089, mw->rkey(), 8).status, WcStatus::kRemAccessErr)
       << "the window, not the MR, bounds the access (rxe deviates here; the spec holds)";
@@ -189,7 +198,8 @@ TEST_F(ProtectionTest, ViolationErrorsQpAndFlushesLaterWrs) {
 }
 
 TEST_F(ProtectionTest, LocalKeyViolationIsLocalProtectionError) {
-  auto wc = Exec(cn_[0].qp, cn_[0].cq, Read(buf_[0] + (1 << 16) - 4, mr_[0]->lkey(), 8, mn_buf_, mn_mr_->rkey()));
+  auto wc = Exec(cn_[0].qp, cn_[0].cq,
+                 Read(buf_[0] + (1 << 16) - 4, mr_[0]->lkey(), 8, mn_buf_, mn_mr_->rkey()));
   EXPECT_EQ(wc.status, WcStatus::kLocProtErr);
 }
 

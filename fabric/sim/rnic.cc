@@ -27,8 +27,7 @@ bool IsRdAtomic(Opcode op) {
          op == Opcode::kMaskedFetchAndAdd;
 }
 bool IsAtomic(Opcode op) {
-  return op == Opcode::kCmpAndSwp || op == Opcode::kFetchAndAdd ||
-         op == Opcode::kMaskedFetchAndAdd;
+  return op == Opcode::kCmpAndSwp || op == Opcode::kFetchAndAdd || op == Opcode::kMaskedFetchAndAdd;
 }
 bool IsRemote(Opcode op) {
   switch (op) {
@@ -272,7 +271,8 @@ void Rnic::StartNext(SimQp* qp) {
   // The RNIC reads the WQE from node memory now, as it executes it.
   uint8_t buf[512];
   a->memory_.Read(qp->SendWqeAddr(qp->sq_exec_), buf, qp->sq_stride_);
-  DecodedSendWqe w;
+  Op* op = cl->NewOp();
+  DecodedSendWqe& w = op->wqe;
   fabric::DecodeSendWqe(buf, qp->sq_stride_, &w);
 
   WcStatus early = WcStatus::kSuccess;
@@ -283,6 +283,7 @@ void Rnic::StartNext(SimQp* qp) {
     } else if (cq->total_completions() < w.operand0) {
       qp->block_ = SimQp::Block::kWait;
       cq->AddWaitingQp(qp, w.operand0);
+      cl->FreeOp(op);
       return;
     } else if (qp->waited_) {
       qp->waited_ = false;  // the WQEs after a stalled WAIT are fetched again
@@ -293,6 +294,7 @@ void Rnic::StartNext(SimQp* qp) {
   if (((w.flags & fabric::kFence) && qp->outstanding_rd_atomic_ > 0) ||
       (rd_atomic && qp->outstanding_rd_atomic_ >= qp->attr_.max_rd_atomic)) {
     qp->block_ = SimQp::Block::kRdAtomic;
+    cl->FreeOp(op);
     return;
   }
   if (static_cast<uint8_t>(w.opcode) > static_cast<uint8_t>(Opcode::kRecvEnable) ||
@@ -300,12 +302,10 @@ void Rnic::StartNext(SimQp* qp) {
     early = WcStatus::kLocQpOpErr;  // garbage opcode (e.g. a chain wrote junk)
   }
 
-  Op* op = cl->NewOp();
   op->qp = qp;
   op->epoch = qp->epoch_;
   op->in_flight = true;  // until its Complete event runs
   op->wqe_index = qp->sq_exec_;
-  op->wqe = w;
   op->status = early;
   if (qp->fifo_tail_) {
     qp->fifo_tail_->next = op;
@@ -534,9 +534,8 @@ void Rnic::Respond(Op* op, SimNode* b, SimQp* p) {
         }
       }
       if (rst != WcStatus::kSuccess) {
-        st = rst == WcStatus::kLocLenErr || rst == WcStatus::kRemInvReqErr
-                 ? WcStatus::kRemInvReqErr
-                 : WcStatus::kRemOpErr;
+        st = rst == WcStatus::kLocLenErr || rst == WcStatus::kRemInvReqErr ? WcStatus::kRemInvReqErr
+                                                                           : WcStatus::kRemOpErr;
         wc.status = rst == WcStatus::kRemInvReqErr ? WcStatus::kRemInvReqErr : rst;
       }
     }
@@ -699,7 +698,8 @@ void Rnic::FlushUnstarted(SimQp* qp) {
     qp->fifo_tail_ = op;
   }
   for (; qp->rq_consumed_ < qp->rq_posted_; ++qp->rq_consumed_) {
-    DeliverRecvError(qp, WcStatus::kWrFlushErr, qp->rq_wrid_[qp->rq_consumed_ & (qp->rq_size_ - 1)]);
+    DeliverRecvError(qp, WcStatus::kWrFlushErr,
+                     qp->rq_wrid_[qp->rq_consumed_ & (qp->rq_size_ - 1)]);
   }
   Retire(qp);
 }

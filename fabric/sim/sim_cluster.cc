@@ -15,11 +15,12 @@ using fabric::WcStatus;
 
 Timing::Timing(const Profile& p)
     : pcie_oneway(NsToPs(p.pcie_oneway_ns)),
-      pcie_ps_per_byte(1000.0 / p.pcie_bytes_per_ns),
-      link_ps_per_byte(8000.0 / p.link_gbps),
+      pcie_ps_per_byte_fx(static_cast<uint64_t>(65536.0 * 1000.0 / p.pcie_bytes_per_ns + 0.5)),
+      link_ps_per_byte_fx(static_cast<uint64_t>(65536.0 * 8000.0 / p.link_gbps + 0.5)),
       wire(NsToPs(p.wire_latency_ns)),
       header_bytes(static_cast<uint32_t>(p.wire_header_bytes)),
       mtu(static_cast<uint32_t>(p.mtu_bytes)),
+      mtu_shift(std::countr_zero(static_cast<uint32_t>(p.mtu_bytes))),
       pus(static_cast<int>(p.nic_pus)),
       wr_proc(NsToPs(p.nic_wr_proc_ns)),
       atomic(NsToPs(p.nic_atomic_ns)),
@@ -27,7 +28,11 @@ Timing::Timing(const Profile& p)
       offload_penalty_per_qp(NsToPs(p.offload_penalty_ns_per_qp)),
       cqe_notify(NsToPs(p.cqe_notify_ns)),
       retry_timeout(UsToPs(p.retry_timeout_us)),
-      rnr_delay(UsToPs(p.rnr_delay_us)) {}
+      rnr_delay(UsToPs(p.rnr_delay_us)) {
+  if (!std::has_single_bit(mtu)) {
+    throw std::invalid_argument("profile " + p.name + ": mtu_bytes must be a power of two");
+  }
+}
 
 // ---- CQ ------------------------------------------------------------------------
 
@@ -72,8 +77,7 @@ void SimCq::Deliver(const fabric::WorkCompletion& wc) {
     } else {
       if (entries_.size() >= capacity_) {
         throw std::runtime_error("CQ overrun on node '" + node_->name() + "' cq " +
-                                 std::to_string(num_) + " (capacity " +
-                                 std::to_string(capacity_) +
+                                 std::to_string(num_) + " (capacity " + std::to_string(capacity_) +
                                  "): poll it, enlarge it, or create it with ignore_overrun");
       }
       entries_.push_back(wc);
@@ -144,8 +148,7 @@ void SimQp::Modify(QpState target, const fabric::QpAttr& attr) {
     throw fabric::VerbsError(EINVAL, "illegal QP transition " +
                                          std::string(fabric::QpStateName(from)) + " -> " +
                                          std::string(fabric::QpStateName(target)) + " on qp " +
-                                         std::to_string(qpn_) + " of node '" + node_->name() +
-                                         "'");
+                                         std::to_string(qpn_) + " of node '" + node_->name() + "'");
   }
   if (target == QpState::kRtr) {
     SimNode* dest = node_->cluster()->sim_node(attr.dest_node);
@@ -226,8 +229,8 @@ int SimQp::PostRecv(const fabric::RecvWr& wr, uint64_t* wqe_index) {
   return 0;
 }
 
-int SimQp::BindMw(fabric::Mw* mw, uint64_t wr_id, fabric::Mr* mr, uint64_t addr,
-                  uint64_t length, uint32_t access, uint32_t new_rkey, uint8_t flags) {
+int SimQp::BindMw(fabric::Mw* mw, uint64_t wr_id, fabric::Mr* mr, uint64_t addr, uint64_t length,
+                  uint32_t access, uint32_t new_rkey, uint8_t flags) {
   if (!mw || mw->type() != fabric::MwType::kType1) return EINVAL;
   fabric::SendWr wr;
   wr.wr_id = wr_id;
@@ -253,7 +256,8 @@ SimNode::SimNode(SimCluster* cluster, uint32_t id, const fabric::NodeConfig& cfg
       keys_(1),
       pu_free_(static_cast<size_t>(std::max(1, cluster->timing().pus)), 0) {
   if (cfg.page_bytes != 4096 && cfg.page_bytes != (2u << 20)) {
-    throw std::invalid_argument("node '" + cfg.name + "': page_bytes must be 4096 or 2097152, got " +
+    throw std::invalid_argument("node '" + cfg.name +
+                                "': page_bytes must be 4096 or 2097152, got " +
                                 std::to_string(cfg.page_bytes));
   }
 }
@@ -284,8 +288,7 @@ uint32_t SimNode::NewKeyIndex() {
   return static_cast<uint32_t>(keys_.size() - 1);
 }
 
-void SimNode::CheckMrArgs(fabric::Pd* pd, uint64_t addr, uint64_t length,
-                          uint32_t access) const {
+void SimNode::CheckMrArgs(fabric::Pd* pd, uint64_t addr, uint64_t length, uint32_t access) const {
   auto* spd = dynamic_cast<SimPd*>(pd);
   if (!spd || spd->node() != this) {
     throw fabric::VerbsError(EINVAL, "reg_mr on node '" + name() + "': PD of another node");
@@ -315,8 +318,7 @@ SimMr* SimNode::CreateMrNow(SimPd* pd, uint64_t addr, uint64_t length, uint32_t 
   return mrs_.back().get();
 }
 
-Task<fabric::Mr*> SimNode::RegMr(fabric::Pd* pd, uint64_t addr, uint64_t length,
-                                 uint32_t access) {
+Task<fabric::Mr*> SimNode::RegMr(fabric::Pd* pd, uint64_t addr, uint64_t length, uint32_t access) {
   CheckMrArgs(pd, addr, length, access);
   const uint64_t page = cfg_.page_bytes;
   const uint64_t pages = (addr + length + page - 1) / page - addr / page;
@@ -332,8 +334,8 @@ Task<void> SimNode::DeregMr(fabric::Mr* mr) {
     throw fabric::VerbsError(EINVAL, "dereg_mr on node '" + name() + "': not a live MR here");
   }
   if (m->bound_mws_ > 0) {
-    throw fabric::VerbsError(EBUSY, "dereg_mr on node '" + name() + "': " +
-                                        std::to_string(m->bound_mws_) +
+    throw fabric::VerbsError(EBUSY, "dereg_mr on node '" + name() +
+                                        "': " + std::to_string(m->bound_mws_) +
                                         " memory windows are still bound to it");
   }
   m->valid_ = false;  // invalid from the moment deregistration starts
@@ -381,12 +383,12 @@ fabric::Qp* SimNode::CreateQp(const fabric::QpInitAttr& attr) {
   auto* scq = dynamic_cast<SimCq*>(attr.send_cq);
   auto* rcq = dynamic_cast<SimCq*>(attr.recv_cq);
   if (!pd || pd->node() != this || !scq || !rcq) {
-    throw fabric::VerbsError(EINVAL, "create_qp on node '" + name() +
-                                         "': PD and both CQs must belong to this node");
+    throw fabric::VerbsError(
+        EINVAL, "create_qp on node '" + name() + "': PD and both CQs must belong to this node");
   }
   if (attr.max_send_sge > fabric::kMaxSge || attr.max_recv_sge > fabric::kMaxSge) {
-    throw fabric::VerbsError(EINVAL, "create_qp: at most " + std::to_string(fabric::kMaxSge) +
-                                         " SGEs per WQE");
+    throw fabric::VerbsError(
+        EINVAL, "create_qp: at most " + std::to_string(fabric::kMaxSge) + " SGEs per WQE");
   }
   if ((attr.manage_send || attr.manage_recv) && !attr.cross_channel) {
     throw fabric::VerbsError(EINVAL, "create_qp: manage_send/manage_recv need cross_channel");
@@ -448,10 +450,13 @@ void SimCluster::CrashNode(fabric::Node* node) {
 }
 
 void SimCluster::CrashNodeAt(fabric::Node* node, Ps t) {
-  sim_.Schedule(t, 20, [](void* ctx, uint64_t arg) {
-    auto* self = static_cast<SimCluster*>(ctx);
-    self->CrashNode(self->node(static_cast<uint32_t>(arg)));
-  }, this, node->id());
+  sim_.Schedule(
+      t, 20,
+      [](void* ctx, uint64_t arg) {
+        auto* self = static_cast<SimCluster*>(ctx);
+        self->CrashNode(self->node(static_cast<uint32_t>(arg)));
+      },
+      this, node->id());
 }
 
 void SimCluster::FailQp(fabric::Qp* qp) { qp->Modify(QpState::kErr); }
@@ -466,8 +471,8 @@ void SimCluster::RunToCompletion(Task<void> task) {
   sim_.Run();
   if (!done) {
     throw std::runtime_error("RunToCompletion: the task is blocked forever (no events left) at t=" +
-                             std::to_string(PsToUs(sim_.now())) + " us; seed=" +
-                             std::to_string(sim_.seed()));
+                             std::to_string(PsToUs(sim_.now())) +
+                             " us; seed=" + std::to_string(sim_.seed()));
   }
 }
 

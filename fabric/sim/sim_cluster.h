@@ -41,11 +41,12 @@ class SimCluster;
 // Profile values converted to picoseconds once.
 struct Timing {
   Ps pcie_oneway;
-  double pcie_ps_per_byte;
-  double link_ps_per_byte;
+  uint64_t pcie_ps_per_byte_fx;  // ps per byte, 16.16 fixed point
+  uint64_t link_ps_per_byte_fx;
   Ps wire;
   uint32_t header_bytes;
   uint32_t mtu;
+  int mtu_shift;  // mtu is a power of two
   int pus;
   Ps wr_proc;
   Ps atomic;
@@ -57,15 +58,14 @@ struct Timing {
 
   explicit Timing(const Profile& p);
   Ps PcieRead(uint64_t bytes) const {  // DMA read round trip
-    return 2 * pcie_oneway + static_cast<Ps>(pcie_ps_per_byte * static_cast<double>(bytes));
+    return 2 * pcie_oneway + static_cast<Ps>((pcie_ps_per_byte_fx * bytes) >> 16);
   }
   Ps PcieWrite(uint64_t bytes) const {  // posted write lands
-    return pcie_oneway + static_cast<Ps>(pcie_ps_per_byte * static_cast<double>(bytes));
+    return pcie_oneway + static_cast<Ps>((pcie_ps_per_byte_fx * bytes) >> 16);
   }
   Ps Serialize(uint64_t payload) const {
-    const uint64_t packets = payload == 0 ? 1 : (payload + mtu - 1) / mtu;
-    return static_cast<Ps>(link_ps_per_byte *
-                           static_cast<double>(payload + packets * header_bytes));
+    const uint64_t packets = payload == 0 ? 1 : (payload + mtu - 1) >> mtu_shift;
+    return static_cast<Ps>((link_ps_per_byte_fx * (payload + packets * header_bytes)) >> 16);
   }
 };
 
@@ -164,8 +164,8 @@ struct Op {
   uint32_t epoch = 0;  // the QP's epoch when started (a reset orphans the op)
   Ps sent_at = 0;
   fabric::WorkCompletion recv_wc;  // for RECV completion records
-  std::vector<uint8_t> data;  // payload (WRITE/SEND) or response (READ/atomic)
-  Op* next = nullptr;         // completion FIFO / free list
+  std::vector<uint8_t> data;       // payload (WRITE/SEND) or response (READ/atomic)
+  Op* next = nullptr;              // completion FIFO / free list
 };
 
 class SimQp : public fabric::Qp {
@@ -224,18 +224,18 @@ class SimQp : public fabric::Qp {
   uint64_t sq_base_ = 0;
   uint32_t sq_size_ = 0;
   uint32_t sq_stride_ = 0;
-  uint64_t sq_posted_ = 0;    // producer (doorbell) index
-  uint64_t sq_exec_ = 0;      // next WQE to start
-  uint64_t sq_enabled_ = 0;   // managed SQ: execution limit
-  uint64_t sq_retired_ = 0;   // WQEs whose completion was delivered
+  uint64_t sq_posted_ = 0;   // producer (doorbell) index
+  uint64_t sq_exec_ = 0;     // next WQE to start
+  uint64_t sq_enabled_ = 0;  // managed SQ: execution limit
+  uint64_t sq_retired_ = 0;  // WQEs whose completion was delivered
   std::vector<Ps> sq_visible_at_;
-  Ps refetch_at_ = 0;         // after WAIT or SEND_ENABLE: fetch again from here
-  Ps next_start_ = 0;         // per-QP issue rate
+  Ps refetch_at_ = 0;  // after WAIT or SEND_ENABLE: fetch again from here
+  Ps next_start_ = 0;  // per-QP issue rate
   bool start_pending_ = false;
   Block block_ = Block::kNone;
-  bool waited_ = false;       // a WAIT stalled: fetch the next WQE again
+  bool waited_ = false;  // a WAIT stalled: fetch the next WQE again
   uint32_t outstanding_rd_atomic_ = 0;
-  Op* fifo_head_ = nullptr;   // started, not yet retired
+  Op* fifo_head_ = nullptr;  // started, not yet retired
   Op* fifo_tail_ = nullptr;
   // Receive queue.
   uint64_t rq_base_ = 0;
@@ -244,7 +244,7 @@ class SimQp : public fabric::Qp {
   uint64_t rq_dbr_ = 0;
   uint64_t rq_posted_ = 0;
   uint64_t rq_consumed_ = 0;
-  uint64_t rq_enabled_ = 0;   // managed RQ: consumption limit
+  uint64_t rq_enabled_ = 0;        // managed RQ: consumption limit
   std::vector<uint64_t> rq_wrid_;  // wr_id per RQ slot (driver-side, as in mlx5)
   // Responder.
   Ps resp_free_ = 0;
@@ -263,8 +263,7 @@ class SimNode : public fabric::Node {
   fabric::Cpu& cpu() override { return cpu_; }
   fabric::CpuCost Cost(std::string_view name) const override;
   fabric::Pd* AllocPd() override;
-  Task<fabric::Mr*> RegMr(fabric::Pd* pd, uint64_t addr, uint64_t length,
-                          uint32_t access) override;
+  Task<fabric::Mr*> RegMr(fabric::Pd* pd, uint64_t addr, uint64_t length, uint32_t access) override;
   Task<void> DeregMr(fabric::Mr* mr) override;
   fabric::Mw* AllocMw(fabric::Pd* pd, fabric::MwType type) override;
   void DeallocMw(fabric::Mw* mw) override;
@@ -278,7 +277,9 @@ class SimNode : public fabric::Node {
   bool crashed() const { return crashed_; }
   int offloaded_qps() const { return offloaded_qps_; }
   uint64_t page_bytes() const { return cfg_.page_bytes; }
-  SimCq* CqByNum(uint32_t num) { return num >= 1 && num <= cqs_.size() ? cqs_[num - 1].get() : nullptr; }
+  SimCq* CqByNum(uint32_t num) {
+    return num >= 1 && num <= cqs_.size() ? cqs_[num - 1].get() : nullptr;
+  }
   SimQp* SimQpByNum(uint32_t qpn);
 
  private:

@@ -5,7 +5,9 @@
 namespace dmb::sim {
 
 SimCpu::SimCpu(Simulator* sim, int cores, const std::vector<std::string>* cost_names)
-    : sim_(sim), cost_names_(cost_names), free_at_(std::max(1, cores), 0),
+    : sim_(sim),
+      cost_names_(cost_names),
+      free_at_(std::max(1, cores), 0),
       busy_by_cost_(cost_names->size(), 0) {}
 
 void SimCpu::ResumeIfAlive(void* ctx, uint64_t arg) {

@@ -19,7 +19,9 @@ struct Root {
     ~promise_type() {
       sim->RemoveRoot(std::coroutine_handle<promise_type>::from_promise(*this).address());
     }
-    Root get_return_object() { return Root{std::coroutine_handle<promise_type>::from_promise(*this)}; }
+    Root get_return_object() {
+      return Root{std::coroutine_handle<promise_type>::from_promise(*this)};
+    }
     std::suspend_always initial_suspend() noexcept { return {}; }
     std::suspend_never final_suspend() noexcept { return {}; }
     void return_void() {}

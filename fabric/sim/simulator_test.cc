@@ -73,7 +73,8 @@ TEST(Simulator, SameSeedSameTraceDifferentStreamsDiffer) {
     Simulator sim(seed);
     Rng rng = sim.MakeRng("test");
     for (int i = 0; i < 100; ++i) {
-      sim.Schedule(static_cast<Ps>(rng.Uniform(1000)), 7, [](void*, uint64_t) {}, nullptr, rng.Next());
+      sim.Schedule(
+          static_cast<Ps>(rng.Uniform(1000)), 7, [](void*, uint64_t) {}, nullptr, rng.Next());
     }
     sim.Run();
     return sim.trace_hash();

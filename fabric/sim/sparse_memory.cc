@@ -21,6 +21,7 @@ void SparseMemory::CheckRange(uint64_t addr, uint64_t n, const char* what) const
 }
 
 uint8_t* SparseMemory::PageForWrite(uint64_t page) {
+  if (page == cached_page_) return cached_ptr_;
   auto& dir = dirs_[page >> kDirShift];
   if (!dir) dir = std::make_unique<std::unique_ptr<uint8_t[]>[]>(1ull << kDirShift);
   auto& p = dir[page & ((1ull << kDirShift) - 1)];
@@ -28,13 +29,21 @@ uint8_t* SparseMemory::PageForWrite(uint64_t page) {
     p = std::make_unique<uint8_t[]>(kPageBytes);  // value-initialised: zeros
     ++resident_pages_;
   }
+  cached_page_ = page;
+  cached_ptr_ = p.get();
   return p.get();
 }
 
 const uint8_t* SparseMemory::PageForRead(uint64_t page) const {
+  if (page == cached_page_) return cached_ptr_;
   const auto& dir = dirs_[page >> kDirShift];
   if (!dir) return nullptr;
-  return dir[page & ((1ull << kDirShift) - 1)].get();
+  uint8_t* p = dir[page & ((1ull << kDirShift) - 1)].get();
+  if (p) {
+    cached_page_ = page;
+    cached_ptr_ = p;
+  }
+  return p;
 }
 
 void SparseMemory::Read(uint64_t addr, void* dst, uint64_t n) const {
@@ -90,8 +99,8 @@ uint64_t SparseMemory::Alloc(uint64_t bytes, uint64_t align) {
   if (start > size_ || bytes > size_ - start) {
     throw fabric::VerbsError(ENOMEM, "node '" + node_name_ + "' memory exhausted: requested " +
                                          std::to_string(bytes) + " bytes, " +
-                                         std::to_string(size_ - std::min(size_, start)) +
-                                         " of " + std::to_string(size_) + " free");
+                                         std::to_string(size_ - std::min(size_, start)) + " of " +
+                                         std::to_string(size_) + " free");
   }
   next_free_ = start + bytes;
   return start;

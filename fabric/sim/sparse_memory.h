@@ -39,6 +39,8 @@ class SparseMemory : public fabric::Memory {
   uint64_t next_free_ = 4096;  // address 0 stays unused, like a null page
   uint64_t resident_pages_ = 0;
   std::vector<std::unique_ptr<std::unique_ptr<uint8_t[]>[]>> dirs_;
+  mutable uint64_t cached_page_ = ~0ull;  // one-entry cache of the last resident page
+  mutable uint8_t* cached_ptr_ = nullptr;
 };
 
 }  // namespace dmb::sim

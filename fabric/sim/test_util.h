@@ -40,9 +40,10 @@ class SimFixture : public ::testing::Test {
   // Registers an MR from inside a coroutine run to completion.
   Mr* RegMr(Node* n, Pd* pd, uint64_t addr, uint64_t len, uint32_t access = kAllAccess) {
     Mr* out = nullptr;
-    cluster_->RunToCompletion([](Node* n, Pd* pd, uint64_t a, uint64_t l, uint32_t acc,
-                                 Mr** o) -> Task<void> { *o = co_await n->RegMr(pd, a, l, acc); }(
-        n, pd, addr, len, access, &out));
+    cluster_->RunToCompletion(
+        [](Node* n, Pd* pd, uint64_t a, uint64_t l, uint32_t acc, Mr** o) -> Task<void> {
+          *o = co_await n->RegMr(pd, a, l, acc);
+        }(n, pd, addr, len, access, &out));
     return out;
   }
 
@@ -57,9 +58,8 @@ class SimFixture : public ::testing::Test {
   WorkCompletion Exec(Qp* qp, Cq* cq, const SendWr& wr) {
     EXPECT_EQ(qp->PostSend(wr), 0);
     WorkCompletion wc;
-    cluster_->RunToCompletion([](Cq* cq, WorkCompletion* out) -> Task<void> {
-      *out = co_await cq->Next();
-    }(cq, &wc));
+    cluster_->RunToCompletion(
+        [](Cq* cq, WorkCompletion* out) -> Task<void> { *out = co_await cq->Next(); }(cq, &wc));
     return wc;
   }
 
@@ -73,8 +73,8 @@ class SimFixture : public ::testing::Test {
     wr.rkey = rkey;
     return wr;
   }
-  static SendWr Write(uint64_t laddr, uint32_t lkey, uint32_t len, uint64_t raddr,
-                      uint32_t rkey, uint64_t wr_id = 1) {
+  static SendWr Write(uint64_t laddr, uint32_t lkey, uint32_t len, uint64_t raddr, uint32_t rkey,
+                      uint64_t wr_id = 1) {
     SendWr wr = Read(laddr, lkey, len, raddr, rkey, wr_id);
     wr.opcode = Opcode::kWrite;
     return wr;

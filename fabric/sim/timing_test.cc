@@ -133,7 +133,8 @@ std::pair<uint64_t, uint64_t> RandomWorkload(uint64_t seed) {
       for (int k = 0; k < 200; ++k) {
         SendWr wr;
         wr.opcode = rng.Uniform(2) ? Opcode::kWrite : Opcode::kFetchAndAdd;
-        const uint32_t len = wr.opcode == Opcode::kWrite ? 8 + 8 * static_cast<uint32_t>(rng.Uniform(64)) : 8;
+        const uint32_t len =
+            wr.opcode == Opcode::kWrite ? 8 + 8 * static_cast<uint32_t>(rng.Uniform(64)) : 8;
         wr.sg_list = {{b, len, lkey}};
         wr.remote_addr = mbuf + 8 * rng.Uniform(1000);
         wr.rkey = rkey;
@@ -145,7 +146,8 @@ std::pair<uint64_t, uint64_t> RandomWorkload(uint64_t seed) {
   }
   cl.sim().Run();
   uint64_t digest = 0;
-  for (uint64_t off = 0; off < 8000; off += 8) digest = digest * 31 + mn->memory().LoadU64(mbuf + off);
+  for (uint64_t off = 0; off < 8000; off += 8)
+    digest = digest * 31 + mn->memory().LoadU64(mbuf + off);
   return {cl.sim().trace_hash(), digest};
 }
 

@@ -36,15 +36,15 @@ class VerbsTest : public SimFixture {
 TEST_F(VerbsTest, WriteThenReadMovesRealBytes) {
   const char msg[] = "disaggregated memory";
   cn_->memory().Write(cn_buf_, msg, sizeof msg);
-  auto wc = Exec(cn_qp_, cn_cq_, Write(cn_buf_, cn_mr_->lkey(), sizeof msg, mn_buf_ + 100,
-                                       mn_mr_->rkey()));
+  auto wc = Exec(cn_qp_, cn_cq_,
+                 Write(cn_buf_, cn_mr_->lkey(), sizeof msg, mn_buf_ + 100, mn_mr_->rkey()));
   ASSERT_EQ(wc.status, WcStatus::kSuccess);
   char got[sizeof msg] = {};
   mn_->memory().Read(mn_buf_ + 100, got, sizeof msg);
   EXPECT_STREQ(got, msg);
 
-  wc = Exec(cn_qp_, cn_cq_, Read(cn_buf_ + 4096, cn_mr_->lkey(), sizeof msg, mn_buf_ + 100,
-                                 mn_mr_->rkey(), 7));
+  wc = Exec(cn_qp_, cn_cq_,
+            Read(cn_buf_ + 4096, cn_mr_->lkey(), sizeof msg, mn_buf_ + 100, mn_mr_->rkey(), 7));
   ASSERT_EQ(wc.status, WcStatus::kSuccess);
   EXPECT_EQ(wc.wr_id, 7u);
   EXPECT_EQ(wc.byte_len, sizeof msg);

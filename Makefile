@@ -1,0 +1,50 @@
+# dmbench: every target wraps CMake (presets in CMakePresets.json).
+#
+#   make test        install missing Debian packages, build (ASan+UBSan), run all tests
+#   make calibrate   check every calibration primitive against its source
+#   make bench       simulator speed (simulated WRs per wall second)
+#   make format      clang-format the tree
+#
+# Debian 12 packages used (installed by `make deps` when missing):
+DEB_PACKAGES := build-essential cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev \
+                libyaml-cpp-dev libcli11-dev libfmt-dev clang-format
+
+PRESET ?= dev
+JOBS ?= $(shell nproc)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: deps build release test calibrate bench format format-check clean
+
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing missing Debian packages: $$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	cmake --preset $(PRESET) >/dev/null
+	cmake --build --preset $(PRESET) -j $(JOBS)
+
+release: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS)
+
+test: build
+	ctest --test-dir build/$(PRESET) --output-on-failure -j $(JOBS)
+
+calibrate: release
+	./build/release/cli/dmbench calibrate
+
+bench: release
+	./build/release/microbench/sim_speed_bench --benchmark_min_time=1
+
+format:
+	find fabric microbench cli -name '*.h' -o -name '*.cc' | xargs clang-format -i
+
+format-check:
+	find fabric microbench cli -name '*.h' -o -name '*.cc' | xargs clang-format --dry-run --Werror
+
+clean:
+	rm -rf build
