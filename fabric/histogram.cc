@@ -27,7 +27,7 @@ void Histogram::Record(Ps v) {
   if (count_ == 0 || v < min_) min_ = v;
   if (v > max_) max_ = v;
   ++count_;
-  sum_ += v;
+  sum_ += static_cast<long double>(v);
 }
 
 void Histogram::Merge(const Histogram& o) {

@@ -33,7 +33,7 @@ class Histogram {
 
   std::vector<uint64_t> buckets_;
   uint64_t count_ = 0;
-  __int128 sum_ = 0;
+  long double sum_ = 0;  // exact for any realistic count of ps latencies
   Ps min_ = 0;
   Ps max_ = 0;
 };

@@ -10,6 +10,8 @@
 
 namespace dmb {
 
+__extension__ using Uint128 = unsigned __int128;
+
 class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
@@ -23,7 +25,7 @@ class Rng {
   }
   // Uniform in [0, n), n > 0.
   uint64_t Uniform(uint64_t n) {
-    return static_cast<uint64_t>((static_cast<__uint128_t>(Next()) * n) >> 64);
+    return static_cast<uint64_t>((static_cast<Uint128>(Next()) * n) >> 64);
   }
   double UniformDouble() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 
