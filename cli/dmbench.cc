@@ -31,7 +31,8 @@ int Calibrate(const std::string& profile_name, bool json, uint64_t seed) {
                "(profile {}, seed {})...\n",
                9, profile.name, seed);
   }
-  const auto results = dmb::microbench::RunCalibration(profile, seed);
+  uint64_t trace_hash = 0;
+  const auto results = dmb::microbench::RunCalibration(profile, seed, &trace_hash);
   int misses = 0;
   for (const auto& r : results) misses += (r.ratio() < 0.9 || r.ratio() > 1.1);
   if (json) {
@@ -55,6 +56,7 @@ int Calibrate(const std::string& profile_name, bool json, uint64_t seed) {
     }
     fmt::print("profile hash {:016x}; {} of {} primitives within 10% of their source\n",
                profile.Hash(), results.size() - misses, results.size());
+    fmt::print("trace hash {:016x} (seed {}; the same seed reproduces it)\n", trace_hash, seed);
   }
   return misses == 0 ? 0 : 3;
 }

@@ -204,12 +204,14 @@ LoadResult RunLoad(const sim::Profile& profile, const LoadSpec& spec, uint64_t s
   r.ops = done;
   r.elapsed_ps = cl.sim().now() - t0;
   r.events = cl.sim().events_executed() - e0;
+  r.trace_hash = cl.sim().trace_hash();
   r.lat_us_mean = lat.mean_us();
   r.lat_us_p99 = lat.p99_us();
   return r;
 }
 
-std::vector<PrimitiveResult> RunCalibration(const sim::Profile& p, uint64_t seed) {
+std::vector<PrimitiveResult> RunCalibration(const sim::Profile& p, uint64_t seed,
+                                            uint64_t* trace_hash) {
   std::vector<PrimitiveResult> out;
   out.push_back({"read_4k_lat_us", OneSidedLatencyUs(p, seed, Opcode::kRead, 4096, 0), 2.9, "us",
                  "ODRP Fig 11 / §6.3: one-sided 4 KB READ, 1 worker"});
@@ -234,6 +236,7 @@ std::vector<PrimitiveResult> RunCalibration(const sim::Profile& p, uint64_t seed
   tput.bytes = 8;
   tput.ops_per_qp = 4000;
   const LoadResult reads = RunLoad(p, tput, seed);
+  if (trace_hash) *trace_hash = reads.trace_hash;
   tput.opcode = Opcode::kFetchAndAdd;
   tput.ops_per_qp = 500;
   const LoadResult faas = RunLoad(p, tput, seed);

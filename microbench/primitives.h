@@ -22,7 +22,9 @@ struct PrimitiveResult {
 };
 
 // Runs every calibration primitive on a fresh cluster per primitive.
-std::vector<PrimitiveResult> RunCalibration(const sim::Profile& profile, uint64_t seed = 1);
+// `trace_hash` (optional) receives the hash of the throughput run's trace.
+std::vector<PrimitiveResult> RunCalibration(const sim::Profile& profile, uint64_t seed = 1,
+                                            uint64_t* trace_hash = nullptr);
 
 // Closed-loop load: `cns` compute nodes x `qps_per_cn` QPs to one memory
 // node, each QP keeping `depth` WRs of `opcode` (READ, WRITE or FETCH_AND_ADD)
@@ -40,6 +42,7 @@ struct LoadResult {
   uint64_t ops = 0;
   Ps elapsed_ps = 0;
   uint64_t events = 0;
+  uint64_t trace_hash = 0;  // same seed -> same hash
   double lat_us_mean = 0;
   double lat_us_p99 = 0;
   double mops() const { return elapsed_ps ? ops / (PsToS(elapsed_ps) * 1e6) : 0; }
