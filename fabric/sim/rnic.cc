@@ -336,9 +336,8 @@ void Rnic::StartNext(SimQp* qp) {
   op->remote = true;
   op->rd_atomic = rd_atomic;
   op->sent_at = now;
-  const bool writes_local = rd_atomic;
   for (int i = 0; i < w.num_sge; ++i) {
-    const WcStatus st = CheckLocal(a, qp, w.sge[i], writes_local);
+    const WcStatus st = CheckLocal(a, qp, w.sge[i], /*write=*/rd_atomic);
     if (st != WcStatus::kSuccess) {
       op->status = st;
       op->remote = false;
