@@ -1,0 +1,38 @@
+#include "systems/registry.h"
+
+namespace dmb::systems {
+
+extern const SystemInfo kStaticMr;
+extern const SystemInfo kFineMr;
+extern const SystemInfo kRpcMw;
+extern const SystemInfo kFineMem;
+
+const std::vector<const SystemInfo*>& Registry::All() {
+  static const std::vector<const SystemInfo*> kAll = {
+      &kStaticMr,
+      &kFineMr,
+      &kRpcMw,
+      &kFineMem,
+  };
+  return kAll;
+}
+
+const SystemInfo& Registry::Get(const std::string& name) {
+  std::string names;
+  for (const SystemInfo* s : All()) {
+    if (s->name == name) return *s;
+    names += (names.empty() ? "" : ", ") + s->name;
+  }
+  throw ConfigError("unknown system '" + name + "'; known systems: " + names);
+}
+
+std::unique_ptr<MemoryManager> Registry::Create(const Config& cfg, const Deployment& d) {
+  const SystemInfo& info = Get(cfg.system);
+  const Knobs knobs = ValidateKnobs(info.name, info.knobs, cfg.knobs);
+  if (!d.cluster || !d.mn || d.cns.empty()) {
+    throw ConfigError(info.name + ": a deployment needs a cluster, an MN and at least one CN");
+  }
+  return info.make(d, knobs);
+}
+
+}  // namespace dmb::systems

@@ -1,0 +1,67 @@
+// The registry: every approach by name, with its knobs and a factory.
+//
+// Adding an approach: write systems/<name>/ with a `const SystemInfo k<Name>`
+// and add one line to kAll in registry.cc. The conformance and attack suites
+// (tests/) and every CLI command pick it up from here.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "systems/knobs.h"
+#include "systems/memory_manager.h"
+
+namespace dmb::systems {
+
+struct SystemInfo {
+  std::string name;     // e.g. "rpc_mw"
+  std::string summary;  // one line for --help and `dmbench systems`
+  std::vector<KnobDef> knobs;
+  std::function<std::unique_ptr<MemoryManager>(const Deployment&, const Knobs&)> make;
+};
+
+struct Config {
+  std::string system;
+  std::map<std::string, std::string> knobs;
+};
+
+class Registry {
+ public:
+  static const std::vector<const SystemInfo*>& All();
+  // Throws ConfigError "unknown system 'x'; known systems: ..." when absent.
+  static const SystemInfo& Get(const std::string& name);
+  // Validates the config and builds the approach on `d` (not yet started).
+  static std::unique_ptr<MemoryManager> Create(const Config& cfg, const Deployment& d);
+};
+
+// Assembles an approach from its MN side and CN side classes:
+//   Mn(const Deployment&, const Knobs&) and
+//   Cn(const Deployment&, uint32_t cn_index, Mn* mn, const Knobs&).
+template <typename Mn, typename Cn>
+class BasicManager : public MemoryManager {
+ public:
+  BasicManager(std::string system, const Deployment& d, const Knobs& knobs)
+      : system_(std::move(system)), knobs_(knobs), mn_(std::make_unique<Mn>(d, knobs)) {
+    for (uint32_t i = 0; i < d.cns.size(); ++i) {
+      cns_.push_back(std::make_unique<Cn>(d, i, mn_.get(), knobs));
+    }
+  }
+  const std::string& system() const override { return system_; }
+  const Knobs& knobs() const override { return knobs_; }
+  MnSide& mn() override { return *mn_; }
+  CnSide& cn(size_t i) override { return *cns_.at(i); }
+  size_t num_cns() const override { return cns_.size(); }
+  Task<void> Start() override { co_await mn_->Start(); }
+  Mn& typed_mn() { return *mn_; }
+
+ private:
+  std::string system_;
+  Knobs knobs_;
+  std::unique_ptr<Mn> mn_;
+  std::vector<std::unique_ptr<Cn>> cns_;
+};
+
+}  // namespace dmb::systems
