@@ -2,7 +2,12 @@
 //
 //   dmbench calibrate [--profile cx5] [--json]   primitive checks vs sources
 //   dmbench profile   [--profile cx5]            the profile's values and sources
+//   dmbench systems                                approaches and their knobs
+//   dmbench micro alloc --system NAME [--set K=V]... [--threads N] [--cns N]
+//                       [--mn-cores N|unlimited] [--json]
 #include <fmt/core.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -10,7 +15,9 @@
 #include <string>
 
 #include "fabric/sim/profile.h"
+#include "microbench/alloc_bench.h"
 #include "microbench/primitives.h"
+#include "systems/registry.h"
 
 namespace {
 
@@ -74,6 +81,96 @@ int ShowProfile(const std::string& profile_name) {
   return 0;
 }
 
+int ListSystems() {
+  for (const auto* s : dmb::systems::Registry::All()) {
+    fmt::print("{}\n  {}\n", s->name, s->summary);
+    for (const auto& k : s->knobs) {
+      fmt::print("  --set {}=VALUE   (default {}) {}\n", k.name, k.default_value, k.help);
+    }
+  }
+  return 0;
+}
+
+struct MicroArgs {
+  std::string system;
+  std::vector<std::string> sets;
+  std::vector<int> threads;
+  int cns = 1;
+  std::string mn_cores = "1";
+  int ops = 200;
+  std::string pool = "1GB";
+  bool json = false;
+  uint64_t seed = 1;
+};
+
+int MicroAlloc(const MicroArgs& a) {
+  dmb::microbench::AllocBenchSpec spec;
+  spec.bed.system = a.system;
+  for (const auto& s : a.sets) spec.bed.knobs.insert(dmb::systems::SplitAssignment(s));
+  spec.bed.cns = a.cns;
+  spec.bed.seed = a.seed;
+  if (a.mn_cores == "unlimited") {
+    spec.bed.mn_cores = dmb::microbench::kUnlimitedCores;
+  } else {
+    try {
+      spec.bed.mn_cores = std::stoi(a.mn_cores);
+    } catch (const std::exception&) {
+      spec.bed.mn_cores = 0;
+    }
+    if (spec.bed.mn_cores < 1 || std::to_string(spec.bed.mn_cores) != a.mn_cores) {
+      throw dmb::systems::ConfigError("--mn-cores: expected a positive integer or 'unlimited', got \"" +
+                                      a.mn_cores + "\"");
+    }
+  }
+  const auto pool = dmb::systems::ParseSize(a.pool);
+  if (!pool) {
+    throw dmb::systems::ConfigError("--pool: expected a size like 256MB or 1GB, got \"" + a.pool +
+                                    "\"");
+  }
+  spec.bed.pool_bytes = *pool;
+  spec.ops_per_thread = a.ops;
+  const std::vector<int> threads = a.threads.empty() ? std::vector<int>{1, 24} : a.threads;
+  std::vector<dmb::microbench::AllocBenchResult> results;
+  for (int t : threads) {
+    spec.threads = t;
+    if (!a.json) {
+      fmt::print(stderr, "{} ({}): {} thread(s) x {} CN(s), {} MN core(s), {} allocs/thread...\n",
+                 a.system, a.sets.empty() ? "defaults" : fmt::format("{}", fmt::join(a.sets, ",")),
+                 t, a.cns, a.mn_cores, a.ops);
+    }
+    results.push_back(dmb::microbench::RunAllocBench(spec));
+  }
+  if (a.json) {
+    fmt::print("[\n");
+    bool first = true;
+    for (const auto& r : results) {
+      for (const auto* op : {&r.alloc, &r.free}) {
+        fmt::print(
+            "{}  {{\"system\": \"{}\", \"knobs\": \"{}\", \"threads\": {}, \"cns\": {}, "
+            "\"mn_cores\": {}, \"op\": \"{}\", \"count\": {}, \"failures\": {}, "
+            "\"lat_us_p50\": {:.4f}, \"lat_us_p99\": {:.4f}, \"lat_us_mean\": {:.4f}, "
+            "\"mn_cpu_busy_frac\": {:.6f}, \"mn_cpu_cores_busy\": {:.4f}}}",
+            first ? "" : ",\n", r.system, JsonEscape(r.knobs), r.threads, r.cns, r.mn_cores,
+            op->op, op->count, op->failures, op->lat_us_p50, op->lat_us_p99, op->lat_us_mean,
+            r.mn_cpu_busy_frac, r.mn_cpu_cores_busy);
+        first = false;
+      }
+    }
+    fmt::print("\n]\n");
+    return 0;
+  }
+  fmt::print("{:<10} {:>7} {:>5} {:>10} {:>10} {:>10} {:>8} {:>12}  {}\n", "system", "threads",
+             "op", "p50_us", "p99_us", "mean_us", "fails", "mn_cpu_busy", "knobs");
+  for (const auto& r : results) {
+    for (const auto* op : {&r.alloc, &r.free}) {
+      fmt::print("{:<10} {:>7} {:>5} {:>10.2f} {:>10.2f} {:>10.2f} {:>8} {:>12.3f}  {}\n",
+                 r.system, r.threads * r.cns, op->op, op->lat_us_p50, op->lat_us_p99,
+                 op->lat_us_mean, op->failures, r.mn_cpu_busy_frac, r.knobs);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -98,6 +195,32 @@ int main(int argc, char** argv) {
   auto* prof = app.add_subcommand("profile", "Print a calibration profile's values and sources");
   prof->add_option("--profile", profile, "NIC calibration profile")->capture_default_str();
 
+  auto* sys = app.add_subcommand("systems", "List the approaches and their knobs");
+
+  MicroArgs micro_args;
+  auto* micro = app.add_subcommand("micro", "Microbenchmarks of an approach on the simulator");
+  micro->require_subcommand(1);
+  auto* alloc = micro->add_subcommand(
+      "alloc",
+      "Allocation and free latency (p50/p99/mean, virtual us) and MN CPU busy fraction.\n"
+      "Each CN thread allocates a batch of chunks, then frees them, over and over.\n"
+      "Without --threads it runs 1 and 24 threads (OneSidedMW Fig 10b).");
+  alloc->add_option("--system", micro_args.system, "Approach (see `dmbench systems`)")
+      ->required();
+  alloc->add_option("--set", micro_args.sets, "Knob as KNOB=VALUE, e.g. --set mw_type=2");
+  alloc->add_option("--threads", micro_args.threads, "CN threads per CN (repeatable)");
+  alloc->add_option("--cns", micro_args.cns, "Compute nodes")->capture_default_str();
+  alloc->add_option("--mn-cores", micro_args.mn_cores, "MN cores: N or 'unlimited'")
+      ->capture_default_str();
+  alloc->add_option("--ops", micro_args.ops, "Measured allocations per thread")
+      ->capture_default_str();
+  alloc->add_option("--pool", micro_args.pool, "MN memory the approach manages")
+      ->capture_default_str();
+  alloc->add_option("--seed", micro_args.seed, "Root seed")->capture_default_str();
+  alloc->add_flag("--json", micro_args.json,
+                  "JSON records: system, threads, op, lat_us_p50, lat_us_p99, lat_us_mean, "
+                  "mn_cpu_busy_frac, ...");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -106,6 +229,8 @@ int main(int argc, char** argv) {
   try {
     if (*cal) return Calibrate(profile, json, seed);
     if (*prof) return ShowProfile(profile);
+    if (*sys) return ListSystems();
+    if (*alloc) return MicroAlloc(micro_args);
   } catch (const std::exception& e) {
     fmt::print(stderr, "dmbench: error: {}\n", e.what());
     return 2;

@@ -21,6 +21,9 @@ struct SystemInfo {
   std::string summary;  // one line for --help and `dmbench systems`
   std::vector<KnobDef> knobs;
   std::function<std::unique_ptr<MemoryManager>(const Deployment&, const Knobs&)> make;
+  // Named knob sets the shared suites run besides the defaults (e.g. rpc_mw's
+  // "type2"), so every mode of an approach is held to the same contract.
+  std::vector<std::pair<std::string, std::map<std::string, std::string>>> suite_variants = {};
 };
 
 struct Config {

@@ -266,7 +266,7 @@ TEST_P(Conformance, SameSeedGivesSameRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllSystems, Conformance, ::testing::ValuesIn(AllSystems()),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& info) { return CaseName(info.param); });
 
 }  // namespace
 }  // namespace dmb::testing

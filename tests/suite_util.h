@@ -24,28 +24,45 @@ namespace dmb::testing {
     co_return;                                                         \
   }
 
+// Every approach, and every suite variant it declares, as "system" or
+// "system:variant".
 inline std::vector<std::string> AllSystems() {
   std::vector<std::string> out;
-  for (const auto* s : systems::Registry::All()) out.push_back(s->name);
+  for (const auto* s : systems::Registry::All()) {
+    out.push_back(s->name);
+    for (const auto& v : s->suite_variants) out.push_back(s->name + ":" + v.first);
+  }
   return out;
+}
+inline std::string SystemOf(const std::string& param) { return param.substr(0, param.find(':')); }
+inline std::string CaseName(std::string param) {
+  for (char& c : param) {
+    if (c == ':') c = '_';
+  }
+  return param;
 }
 
 // Knobs that make a suite run fast everywhere (small chunks where the
 // approach has a granularity knob); everything else at its default.
-inline std::map<std::string, std::string> SuiteKnobs(const std::string& system) {
+inline std::map<std::string, std::string> SuiteKnobs(const std::string& param) {
+  const std::string system = SystemOf(param);
   std::map<std::string, std::string> k;
   const auto& info = systems::Registry::Get(system);
+  const size_t colon = param.find(':');
+  for (const auto& v : info.suite_variants) {
+    if (colon != std::string::npos && v.first == param.substr(colon + 1)) k = v.second;
+  }
   for (const auto& d : info.knobs) {
     if (d.name == "granularity") k["granularity"] = system == "static_mr" ? "256KB" : "64KB";
   }
   return k;
 }
 
-inline microbench::TestbedSpec SuiteSpec(const std::string& system, int cns = 2,
+inline microbench::TestbedSpec SuiteSpec(const std::string& param, int cns = 2,
                                          uint64_t pool_bytes = 16ull << 20, uint64_t seed = 1) {
   microbench::TestbedSpec s;
-  s.system = system;
-  s.knobs = SuiteKnobs(system);
+  s.system = SystemOf(param);
+  s.knobs = SuiteKnobs(param);
   s.cns = cns;
   s.pool_bytes = pool_bytes;
   s.seed = seed;

@@ -32,12 +32,21 @@ class ChunkTable {
   bool OwnedBy(uint64_t i, uint32_t cn) const {
     return i < owner_.size() && owner_[i] == static_cast<int32_t>(cn);
   }
-  // Owned -> pending (still counted in use until Release).
-  void MarkPending(uint64_t i) { owner_[i] = kPending; }
+  // Owned -> pending: no longer the CN's, not yet reusable (revocation runs).
+  void MarkPending(uint64_t i) {
+    owner_[i] = kPending;
+    --in_use_;
+    ++pending_;
+  }
+  // Owned or pending -> free.
   void Release(uint64_t i) {
+    if (owner_[i] == kPending) {
+      --pending_;
+    } else {
+      --in_use_;
+    }
     owner_[i] = kFree;
     free_.push_back(i);
-    --in_use_;
   }
   std::vector<uint64_t> OwnedByCn(uint32_t cn) const {
     std::vector<uint64_t> out;
@@ -46,10 +55,12 @@ class ChunkTable {
     }
     return out;
   }
+  bool IsPending(uint64_t i) const { return owner_[i] == kPending; }
   uint64_t addr(uint64_t i) const { return base_ + i * chunk_bytes_; }
   uint64_t chunk_bytes() const { return chunk_bytes_; }
   uint64_t count() const { return owner_.size(); }
-  uint64_t in_use() const { return in_use_; }
+  uint64_t in_use() const { return in_use_; }  // held by a CN
+  uint64_t pending() const { return pending_; }
   uint64_t free_count() const { return free_.size(); }
 
  private:
@@ -58,6 +69,7 @@ class ChunkTable {
   std::vector<int32_t> owner_;
   std::vector<uint64_t> free_;
   uint64_t in_use_ = 0;
+  uint64_t pending_ = 0;
 };
 
 }  // namespace dmb::systems

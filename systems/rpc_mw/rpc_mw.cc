@@ -25,6 +25,7 @@
 #include "systems/common/chunk_table.h"
 #include "systems/common/cn_base.h"
 #include "systems/common/mn_base.h"
+#include "systems/common/wait_list.h"
 #include "systems/registry.h"
 
 namespace dmb::systems {
@@ -101,7 +102,10 @@ class RpcMwMn : public MnBase {
           runtime().Spawn(UnbindParked(kUnbindBatch));
         }
       } else {
-        co_await Revoke(i);
+        // Revoke in the background: the chunk is pending (not reusable) until
+        // every window over it is retired; the worker answers right away.
+        table_.MarkPending(i);
+        runtime().Spawn(Revoke(i));
       }
     } else {
       reply.code = static_cast<uint32_t>(Code::kInvalidArgument);
@@ -173,6 +177,10 @@ class RpcMwMn : public MnBase {
         co_await UnbindParked(parked_.size());
         idx = table_.Take(lane.cn_index);
       }
+      while (!idx && table_.pending() > 0) {  // revocations still running
+        co_await revoked_.Wait();
+        idx = table_.Take(lane.cn_index);
+      }
     }
     if (!idx) {
       reply.code = static_cast<uint32_t>(Code::kOutOfMemory);
@@ -221,7 +229,7 @@ class RpcMwMn : public MnBase {
   // Takes chunk `i` away from its holder: every window over it is retired
   // before the chunk and the windows go back to the pools.
   Task<void> Revoke(uint64_t i) {
-    table_.MarkPending(i);
+    if (!table_.IsPending(i)) table_.MarkPending(i);
     ChunkState& cs = chunks_[i];
     if (cs.lease_mw) node_->memory().StoreU64(LeaseWord(i), 0);  // refuse further extension
     for (fabric::Mw* mw : cs.mws) {
@@ -235,6 +243,7 @@ class RpcMwMn : public MnBase {
       cs.lease_mw = nullptr;
     }
     table_.Release(i);
+    revoked_.NotifyAll();
   }
 
   Task<void> UnbindParked(uint64_t n) {
@@ -279,6 +288,7 @@ class RpcMwMn : public MnBase {
   std::vector<ChunkState> chunks_;
   std::vector<fabric::Mw*> free_mws_;
   std::deque<uint64_t> parked_;
+  WaitList revoked_;
   fabric::Mr* mr_ = nullptr;
   fabric::Mr* lease_mr_ = nullptr;
   uint64_t lease_base_ = 0;
@@ -346,6 +356,9 @@ const SystemInfo kRpcMw{
      {"spare_qps", KnobKind::kBool, "false", "a pre-connected spare QP replaces an errored lane"}},
     [](const Deployment& d, const Knobs& k) -> std::unique_ptr<MemoryManager> {
       return std::make_unique<BasicManager<RpcMwMn, RpcMwCn>>("rpc_mw", d, k);
-    }};
+    },
+    {{"type2", {{"mw_type", "2"}}},
+     {"type1_patronus", {{"delayed_unbind", "true"}, {"spare_qps", "true"}}},
+     {"type2_patronus", {{"mw_type", "2"}, {"delayed_unbind", "true"}, {"spare_qps", "true"}}}}};
 
 }  // namespace dmb::systems

@@ -1,0 +1,108 @@
+#include "microbench/alloc_bench.h"
+
+#include <algorithm>
+
+#include "fabric/histogram.h"
+
+namespace dmb::microbench {
+namespace {
+
+struct Shared {
+  Histogram alloc_lat;
+  Histogram free_lat;
+  uint64_t alloc_fail = 0;
+  uint64_t free_fail = 0;
+  int ready = 0;
+  int done = 0;
+  Ps measure_start = -1;
+};
+
+OpStats Summarize(const char* op, const Histogram& h, uint64_t fails) {
+  OpStats s;
+  s.op = op;
+  s.count = h.count();
+  s.lat_us_p50 = h.p50_us();
+  s.lat_us_p99 = h.p99_us();
+  s.lat_us_mean = h.mean_us();
+  s.failures = fails;
+  return s;
+}
+
+Task<void> Thread(Testbed* tb, uint32_t cn_i, const AllocBenchSpec* spec, int batch,
+                  Shared* sh) {
+  systems::CnSide& cn = tb->cn(cn_i);
+  fabric::Runtime& rt = tb->cluster().runtime();
+  systems::AccessGroup* g = co_await cn.OpenGroup(1, 4096);
+  std::vector<systems::Chunk> held;
+  const int total = spec->warmup_per_thread + spec->ops_per_thread;
+  for (int done = 0; done < total;) {
+    const bool measure = done >= spec->warmup_per_thread;
+    for (int k = 0; k < batch && done < total; ++k, ++done) {
+      const Ps t0 = rt.now();
+      auto r = co_await cn.Alloc(*g);
+      if (!r.ok()) {
+        ++sh->alloc_fail;
+        continue;
+      }
+      if (measure) sh->alloc_lat.Record(rt.now() - t0);
+      held.push_back(r.value);
+    }
+    for (const auto& c : held) {
+      const Ps t0 = rt.now();
+      systems::Status st = co_await cn.Free(*g, c);
+      if (!st.ok()) ++sh->free_fail;
+      if (measure) sh->free_lat.Record(rt.now() - t0);
+    }
+    held.clear();
+  }
+  ++sh->done;
+}
+
+}  // namespace
+
+AllocBenchResult RunAllocBench(const AllocBenchSpec& spec) {
+  Testbed tb(spec.bed);
+  const auto& caps = tb.mm().caps();
+  const uint64_t chunks = tb.mm().mn().stats().chunks_total;
+  const uint64_t threads_total = static_cast<uint64_t>(spec.threads) * spec.bed.cns;
+  const int batch = static_cast<int>(
+      std::min<uint64_t>(spec.batch, chunks / std::max<uint64_t>(1, threads_total)));
+  if (batch < 1) {
+    throw systems::ConfigError(
+        spec.bed.system + ": the " + systems::FormatSize(spec.bed.pool_bytes) +
+        " MN pool holds " + std::to_string(chunks) + " chunks of " +
+        systems::FormatSize(caps.granularity_bytes) + ", fewer than the " +
+        std::to_string(threads_total) +
+        " threads need to hold one each; use a larger --pool or a smaller granularity");
+  }
+  Shared sh;
+  fabric::Cpu& mn_cpu = tb.mn_node()->cpu();
+  const Ps busy0 = mn_cpu.busy_ps();
+  const Ps t0 = tb.now();
+  tb.Run([](Testbed* tb, const AllocBenchSpec* spec, int batch, Shared* sh) -> Task<void> {
+    for (uint32_t cn = 0; cn < static_cast<uint32_t>(spec->bed.cns); ++cn) {
+      for (int t = 0; t < spec->threads; ++t) {
+        tb->cluster().runtime().Spawn(Thread(tb, cn, spec, batch, sh));
+      }
+    }
+    co_return;
+  }(&tb, &spec, batch, &sh));
+  const Ps elapsed = tb.now() - t0;
+  AllocBenchResult r;
+  r.system = spec.bed.system;
+  r.knobs = tb.mm().knobs().ToString();
+  r.threads = spec.threads;
+  r.cns = spec.bed.cns;
+  r.mn_cores = mn_cpu.cores();
+  r.batch = batch;
+  r.alloc = Summarize("alloc", sh.alloc_lat, sh.alloc_fail);
+  r.free = Summarize("free", sh.free_lat, sh.free_fail);
+  const double busy = static_cast<double>(mn_cpu.busy_ps() - busy0);
+  r.elapsed_us = PsToUs(elapsed);
+  r.mn_cpu_cores_busy = elapsed > 0 ? busy / static_cast<double>(elapsed) : 0;
+  r.mn_cpu_busy_frac = r.mn_cpu_cores_busy / mn_cpu.cores();
+  r.trace_hash = tb.cluster().sim().trace_hash();
+  return r;
+}
+
+}  // namespace dmb::microbench

@@ -1,0 +1,193 @@
+// Attack suite: what a malicious or crashed CN can and cannot do, phrased as
+// assertions per isolation level, with the counts printed.
+#include "tests/suite_util.h"
+
+namespace dmb::testing {
+namespace {
+
+using microbench::Testbed;
+using systems::AccessGroup;
+using systems::Chunk;
+using systems::CnSide;
+using systems::Code;
+using systems::Isolation;
+using systems::Result;
+using systems::Status;
+
+class Attacks : public ::testing::TestWithParam<std::string> {};
+
+uint32_t IoLen(const CnSide& cn) {
+  return cn.caps().fixed_io_bytes ? cn.caps().fixed_io_bytes : 64;
+}
+
+// A former owner keeps (addr, old rkey) after freeing; the chunk goes to a
+// victim who writes a secret. What can the former owner still read?
+TEST_P(Attacks, FormerOwnerOldRkeyAfterReuse) {
+  auto spec = SuiteSpec(GetParam(), 2);
+  if (SystemOf(GetParam()) == "finemem") spec.knobs["regen_period_us"] = "1000";
+  Testbed tb(spec);
+  struct Out {
+    bool same_chunk = false;
+    bool old_key_read_secret_at_once = false;
+    double stale_window_us = -1;  // until the old key was refused
+    int guesses = 0;              // enumeration: tries until the secret was read
+    bool enum_reached = false;
+    bool same_index = false;
+  } out;
+  tb.Run([](Testbed& tb, Out* out) -> Task<void> {
+    CnSide& attacker = tb.cn(0);
+    CnSide& victim = tb.cn(1);
+    AccessGroup* ag = co_await attacker.OpenGroup(1, 1 << 16);
+    AccessGroup* vg = co_await victim.OpenGroup(1, 1 << 16);
+    auto old = co_await attacker.Alloc(*ag);
+    CO_ASSERT_OK(old.status);
+    const Chunk stolen = old.value;
+    CO_ASSERT_OK(co_await attacker.Free(*ag, stolen));
+    // The victim allocates until it is handed the freed chunk (approaches that
+    // park freed chunks, e.g. delayed unbinding, reuse them later).
+    Result<Chunk> mine;
+    for (uint64_t i = 0; i <= tb.mm().mn().stats().chunks_total; ++i) {
+      mine = co_await victim.Alloc(*vg);
+      CO_ASSERT_OK(mine.status);
+      if (mine.value.addr == stolen.addr) break;
+    }
+    out->same_chunk = mine.value.addr == stolen.addr;
+    CO_ASSERT_TRUE(out->same_chunk);
+    const uint32_t len = IoLen(victim);
+    auto& vmem = victim.node()->memory();
+    vmem.Fill(vg->buffer_addr(), 0xC5, len);
+    CO_ASSERT_OK(co_await victim.Write(vg->lane(0), mine.value, 0, len, vg->buffer_addr()));
+    auto& amem = attacker.node()->memory();
+    auto read_secret = [](CnSide& a, AccessGroup* g, Chunk c, uint32_t len,
+                          bool* got) -> Task<Status> {
+      a.node()->memory().Fill(g->buffer_addr(), 0, len);
+      Status st = co_await a.Read(g->lane(0), c, 0, len, g->buffer_addr());
+      uint8_t b = 0;
+      a.node()->memory().Read(g->buffer_addr(), &b, 1);
+      *got = st.ok() && b == 0xC5;
+      if (g->lane(0).broken()) (void)co_await a.RecoverLane(g->lane(0));
+      co_return st;
+    };
+    bool got = false;
+    (void)co_await read_secret(attacker, ag, stolen, len, &got);
+    out->old_key_read_secret_at_once = got;
+    // Stale window: retry the exact old key until it is refused (FineMem's
+    // background regeneration), for at most 1 s of virtual time.
+    const Ps t0 = tb.now();
+    while (got && tb.now() - t0 < kPsPerS) {
+      co_await tb.cluster().runtime().SleepFor(50 * kPsPerUs);
+      (void)co_await read_secret(attacker, ag, stolen, len, &got);
+    }
+    out->stale_window_us = got ? -1 : PsToUs(tb.now() - t0);
+    // Enumeration (OneSidedMW §2.3): same 24-bit index, every 8-bit key.
+    out->same_index = (mine.value.rkeys[0] >> 8) == (stolen.rkeys[0] >> 8);
+    Chunk guess = stolen;
+    for (uint32_t key = 0; key < 256 && !out->enum_reached; ++key) {
+      guess.rkeys.assign(1, (stolen.rkeys[0] & ~0xffu) | key);
+      ++out->guesses;
+      (void)co_await read_secret(attacker, ag, guess, len, &got);
+      out->enum_reached = got;
+    }
+    (void)amem;
+  }(tb, &out));
+  const Isolation iso = tb.mm().caps().isolation;
+  std::cout << "[ " << GetParam() << " ] isolation=" << systems::IsolationName(iso)
+            << " old key reads the new owner's data at once: "
+            << (out.old_key_read_secret_at_once ? "yes" : "no") << "; stale window "
+            << (out.stale_window_us < 0 ? std::string("never closed")
+                                        : std::to_string(out.stale_window_us) + " us")
+            << "; enumeration " << (out.enum_reached ? "reached" : "did not reach")
+            << " the data after " << out.guesses << " guesses (same key index: "
+            << (out.same_index ? "yes" : "no") << ")\n";
+  switch (iso) {
+    case Isolation::kRegion:
+      // No revocation: the documented weakness of coarse static MRs.
+      EXPECT_TRUE(out.old_key_read_secret_at_once);
+      EXPECT_LT(out.stale_window_us, 0);
+      break;
+    case Isolation::kChunkQp:
+      // Type-2: refused always, including all 256 guesses.
+      EXPECT_FALSE(out.old_key_read_secret_at_once);
+      EXPECT_FALSE(out.enum_reached);
+      EXPECT_EQ(out.guesses, 256);
+      break;
+    case Isolation::kChunkRkey:
+      // The exact old key is refused once revocation is done...
+      EXPECT_GE(out.stale_window_us, 0);
+      // ...but when the new owner's key shares its index (a rebound window
+      // or a reused MR slot) 256 guesses reach the new owner's data.
+      if (out.same_index) {
+        EXPECT_TRUE(out.enum_reached);
+        EXPECT_LE(out.guesses, 256);
+      }
+      break;
+  }
+}
+
+TEST_P(Attacks, CannotFreeAnotherCnsChunk) {
+  Testbed tb(SuiteSpec(GetParam(), 2));
+  tb.Run([](Testbed& tb) -> Task<void> {
+    CnSide& owner = tb.cn(0);
+    CnSide& thief = tb.cn(1);
+    AccessGroup* og = co_await owner.OpenGroup(1, 1 << 16);
+    AccessGroup* tg = co_await thief.OpenGroup(1, 1 << 16);
+    auto c = co_await owner.Alloc(*og);
+    CO_ASSERT_OK(c.status);
+    const uint32_t len = IoLen(owner);
+    owner.node()->memory().Fill(og->buffer_addr(), 0x3B, len);
+    CO_ASSERT_OK(co_await owner.Write(og->lane(0), c.value, 0, len, og->buffer_addr()));
+    const uint64_t before = tb.mm().mn().stats().chunks_in_use;
+    Status st = co_await thief.Free(*tg, c.value);
+    EXPECT_EQ(st.code(), Code::kNotOwner) << st.ToString();
+    EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, before);
+    // The owner's chunk is intact and still its own.
+    owner.node()->memory().Fill(og->buffer_addr(), 0, len);
+    CO_ASSERT_OK(co_await owner.Read(og->lane(0), c.value, 0, len, og->buffer_addr()));
+    uint8_t b = 0;
+    owner.node()->memory().Read(og->buffer_addr(), &b, 1);
+    EXPECT_EQ(b, 0x3B);
+    CO_ASSERT_OK(co_await owner.Free(*og, c.value));
+  }(tb));
+}
+
+TEST_P(Attacks, CrashedCnsChunksReturnAndNobodyElses) {
+  Testbed tb(SuiteSpec(GetParam(), 2));
+  std::vector<Chunk> survivor_chunks;
+  AccessGroup* sg = nullptr;
+  tb.Run([](Testbed& tb, std::vector<Chunk>* keep, AccessGroup** sg) -> Task<void> {
+    AccessGroup* cg = co_await tb.cn(0).OpenGroup(1, 1 << 16);
+    *sg = co_await tb.cn(1).OpenGroup(1, 1 << 16);
+    for (int i = 0; i < 5; ++i) CO_ASSERT_OK((co_await tb.cn(0).Alloc(*cg)).status);
+    for (int i = 0; i < 3; ++i) {
+      auto r = co_await tb.cn(1).Alloc(**sg);
+      CO_ASSERT_OK(r.status);
+      keep->push_back(r.value);
+    }
+  }(tb, &survivor_chunks, &sg));
+  ASSERT_EQ(survivor_chunks.size(), 3u);
+  ASSERT_EQ(tb.mm().mn().stats().chunks_in_use, 8u);
+  tb.cluster().CrashNode(tb.cn(0).node());
+  systems::ReclaimReport rep;
+  tb.Run([](Testbed& tb, systems::ReclaimReport* rep) -> Task<void> {
+    *rep = co_await tb.mm().mn().ReclaimCn(0);
+  }(tb, &rep));
+  std::cout << "[ " << GetParam() << " ] reclaimed " << rep.chunks_reclaimed
+            << " chunks of the crashed CN\n";
+  EXPECT_EQ(rep.chunks_reclaimed, 5u);
+  EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 3u);
+  tb.Run([](Testbed& tb, std::vector<Chunk> keep, AccessGroup* g) -> Task<void> {
+    CnSide& cn = tb.cn(1);
+    for (const Chunk& c : keep) {
+      CO_ASSERT_OK(co_await cn.Write(g->lane(0), c, 0, IoLen(cn), g->buffer_addr()));
+    }
+    // The reclaimed memory is allocatable again.
+    for (int i = 0; i < 5; ++i) CO_ASSERT_OK((co_await cn.Alloc(*g)).status);
+  }(tb, survivor_chunks, sg));
+  EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 8u);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSystems, Attacks, ::testing::ValuesIn(AllSystems()),
+                         [](const auto& info) { return CaseName(info.param); });
+
+}  // namespace
+}  // namespace dmb::testing
