@@ -463,11 +463,12 @@ void SimCluster::FailQp(fabric::Qp* qp) { qp->Modify(QpState::kErr); }
 
 void SimCluster::RunToCompletion(Task<void> task) {
   bool done = false;
-  auto wrapper = [](Task<void> t, bool* flag) -> Task<void> {
+  auto wrapper = [](Task<void> t, bool* flag, Simulator* sim) -> Task<void> {
     co_await t;
     *flag = true;
+    sim->RequestStop();  // background services (timers) may run forever
   };
-  sim_.Spawn(wrapper(std::move(task), &done));
+  sim_.Spawn(wrapper(std::move(task), &done, &sim_));
   sim_.Run();
   if (!done) {
     throw std::runtime_error("RunToCompletion: the task is blocked forever (no events left) at t=" +

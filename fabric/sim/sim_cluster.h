@@ -339,7 +339,8 @@ class SimCluster : public fabric::Cluster {
   void CrashNodeAt(fabric::Node* node, Ps t);
   void FailQp(fabric::Qp* qp);
 
-  // Runs `task` to completion (spawn + run); rethrows its exception.
+  // Runs `task` to completion (spawn + run until it finishes, even if
+  // background coroutines still have timers pending); rethrows its exception.
   void RunToCompletion(Task<void> task);
 
   // Op pool (internal).

@@ -76,7 +76,8 @@ void Simulator::Pop(Event* e) {
 
 void Simulator::Drain(Ps limit) {
   Event e;
-  while (!heap_.empty() && heap_.front().t <= limit && !exception_) {
+  stop_ = false;
+  while (!heap_.empty() && heap_.front().t <= limit && !exception_ && !stop_) {
     Pop(&e);
     now_ = e.t;
     ++events_executed_;

@@ -44,6 +44,9 @@ class Simulator : public fabric::Runtime {
   void Run();
   // Runs events with time <= t, then sets now() = max(now(), t).
   void RunUntil(Ps t);
+  // Makes the current Run/RunUntil return after the event being executed
+  // (background services such as periodic scanners never run out of events).
+  void RequestStop() { stop_ = true; }
   // Destroys pending events and every unfinished spawned task.
   void Shutdown();
 
@@ -76,6 +79,7 @@ class Simulator : public fabric::Runtime {
     }
   };
   void Pop(Event* e);
+  bool stop_ = false;
   void Drain(Ps limit);
 
   uint64_t seed_;

@@ -1,0 +1,80 @@
+#include "systems/knobs.h"
+
+#include <gtest/gtest.h>
+
+#include "systems/registry.h"
+
+namespace dmb::systems {
+namespace {
+
+TEST(Knobs, SizesParseInEverySpelling) {
+  EXPECT_EQ(ParseSize("512B"), 512u);
+  EXPECT_EQ(ParseSize("4KB"), 4096u);
+  EXPECT_EQ(ParseSize("1MB"), 1u << 20);
+  EXPECT_EQ(ParseSize("1GB"), 1u << 30);
+  EXPECT_EQ(ParseSize("4096"), 4096u);
+  EXPECT_EQ(ParseSize("3000"), 3000u);  // plain bytes need not be a power of two
+  EXPECT_FALSE(ParseSize("3KB"));       // units take powers of two
+  EXPECT_FALSE(ParseSize("4kb"));
+  EXPECT_FALSE(ParseSize("4 KB"));
+  EXPECT_FALSE(ParseSize("KB"));
+  EXPECT_FALSE(ParseSize("-4KB"));
+  EXPECT_FALSE(ParseSize("0"));
+  EXPECT_EQ(FormatSize(16u << 20), "16MB");
+  EXPECT_EQ(FormatSize(1536), "1536");
+}
+
+std::string ErrorOf(const Config& c) {
+  try {
+    Registry::Get(c.system);
+    ValidateKnobs(c.system, Registry::Get(c.system).knobs, c.knobs);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Knobs, ErrorsNameTheProblemAndTheFix) {
+  EXPECT_EQ(ErrorOf({"rpc_mx", {}}),
+            "unknown system 'rpc_mx'; known systems: static_mr, fine_mr, rpc_mw, finemem");
+  EXPECT_EQ(ErrorOf({"rpc_mw", {{"mwtype", "2"}}}),
+            "rpc_mw: unknown knob 'mwtype'; known knobs: granularity, mw_type, leases, lease_us, "
+            "delayed_unbind, spare_qps");
+  EXPECT_EQ(ErrorOf({"rpc_mw", {{"mw_type", "3"}}}),
+            "rpc_mw.mw_type: expected an integer in [1, 2], got \"3\"");
+  EXPECT_EQ(ErrorOf({"static_mr", {{"granularity", "16MiB"}}}),
+            "static_mr.granularity: expected a size like 512B, 4KB, 1MB, 1GB (a power of two) or "
+            "a plain byte count, got \"16MiB\"");
+  EXPECT_EQ(ErrorOf({"rpc_mw", {{"leases", "yes"}}}),
+            "rpc_mw.leases: expected true or false, got \"yes\"");
+  EXPECT_EQ(ErrorOf({"rpc_mw", {{"mw_type", "2"}, {"leases", "true"}}}), "");
+}
+
+TEST(Knobs, DefaultsAreFilledAndPrintedInNameOrder) {
+  const Knobs k = ValidateKnobs("fine_mr", Registry::Get("fine_mr").knobs, {});
+  EXPECT_EQ(k.Size("granularity"), 1u << 20);
+  EXPECT_EQ(k.ToString(), "granularity=1MB");
+  EXPECT_THROW(k.Str("nope"), ConfigError);
+}
+
+TEST(Knobs, SetArgumentsSplit) {
+  EXPECT_EQ(SplitAssignment("mw_type=2"), (std::pair<std::string, std::string>{"mw_type", "2"}));
+  EXPECT_THROW(SplitAssignment("mw_type"), ConfigError);
+  EXPECT_THROW(SplitAssignment("=2"), ConfigError);
+}
+
+TEST(Registry, EveryApproachHasAFactoryAndDocumentedKnobs) {
+  for (const SystemInfo* s : Registry::All()) {
+    EXPECT_TRUE(s->make) << s->name;
+    EXPECT_FALSE(s->summary.empty()) << s->name;
+    for (const auto& k : s->knobs) {
+      EXPECT_FALSE(k.help.empty()) << s->name << "." << k.name;
+      // Every default passes its own validation.
+      EXPECT_NO_THROW(ValidateKnobs(s->name, s->knobs, {{k.name, k.default_value}}))
+          << s->name << "." << k.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dmb::systems
