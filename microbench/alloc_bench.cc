@@ -79,14 +79,11 @@ AllocBenchResult RunAllocBench(const AllocBenchSpec& spec) {
   fabric::Cpu& mn_cpu = tb.mn_node()->cpu();
   const Ps busy0 = mn_cpu.busy_ps();
   const Ps t0 = tb.now();
-  tb.Run([](Testbed* tb, const AllocBenchSpec* spec, int batch, Shared* sh) -> Task<void> {
-    for (uint32_t cn = 0; cn < static_cast<uint32_t>(spec->bed.cns); ++cn) {
-      for (int t = 0; t < spec->threads; ++t) {
-        tb->cluster().runtime().Spawn(Thread(tb, cn, spec, batch, sh));
-      }
-    }
-    co_return;
-  }(&tb, &spec, batch, &sh));
+  std::vector<Task<void>> threads;
+  for (uint32_t cn = 0; cn < static_cast<uint32_t>(spec.bed.cns); ++cn) {
+    for (int t = 0; t < spec.threads; ++t) threads.push_back(Thread(&tb, cn, &spec, batch, &sh));
+  }
+  tb.RunAll(std::move(threads));
   const Ps elapsed = tb.now() - t0;
   AllocBenchResult r;
   r.system = spec.bed.system;

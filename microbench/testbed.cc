@@ -1,5 +1,7 @@
 #include "microbench/testbed.h"
 
+#include "systems/common/wait_list.h"
+
 namespace dmb::microbench {
 
 Testbed::Testbed(const TestbedSpec& spec)
@@ -22,6 +24,22 @@ Testbed::Testbed(const TestbedSpec& spec)
   }
   mm_ = systems::Registry::Create({spec.system, spec.knobs}, d);
   Run(mm_->Start());
+}
+
+void Testbed::RunAll(std::vector<Task<void>> tasks) {
+  struct Join {
+    size_t left;
+    systems::WaitList all_done;
+  } join{tasks.size(), {}};
+  auto one = [](Task<void> t, Join* j) -> Task<void> {
+    co_await t;
+    if (--j->left == 0) j->all_done.NotifyAll();
+  };
+  Run([](std::vector<Task<void>> tasks, Join* j, fabric::Runtime* rt,
+         decltype(one) one) -> Task<void> {
+    for (auto& t : tasks) rt->Spawn(one(std::move(t), j));
+    if (j->left > 0) co_await j->all_done.Wait();
+  }(std::move(tasks), &join, &cluster_->runtime(), one));
 }
 
 Testbed::~Testbed() {

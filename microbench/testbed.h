@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fabric/sim/sim_cluster.h"
 #include "systems/registry.h"
@@ -36,8 +37,10 @@ class Testbed {
   systems::CnSide& cn(size_t i) { return mm_->cn(i); }
   fabric::Node* mn_node() { return mn_; }
   Ps now() { return cluster_->sim().now(); }
-  // Runs `task` (and everything it spawns) until it finishes.
+  // Runs `task` until it finishes (background services may still be pending).
   void Run(Task<void> task) { cluster_->RunToCompletion(std::move(task)); }
+  // Runs every task concurrently (app threads) until all have finished.
+  void RunAll(std::vector<Task<void>> tasks);
 
  private:
   std::unique_ptr<sim::SimCluster> cluster_;

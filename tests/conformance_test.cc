@@ -120,15 +120,11 @@ TEST_P(Conformance, ConcurrentAllocationsNeverOverlap) {
     }
     (void)t;
   };
-  tb.Run([](Testbed& tb, decltype(thread) th, std::vector<Got>* got,
-            int* failures) -> Task<void> {
-    for (uint32_t cn = 0; cn < kCns; ++cn) {
-      for (int t = 0; t < kThreads; ++t) {
-        tb.cluster().runtime().Spawn(th(tb, cn, t, got, failures));
-      }
-    }
-    co_return;
-  }(tb, thread, &got, &failures));
+  std::vector<Task<void>> threads;
+  for (uint32_t cn = 0; cn < kCns; ++cn) {
+    for (int t = 0; t < kThreads; ++t) threads.push_back(thread(tb, cn, t, &got, &failures));
+  }
+  tb.RunAll(std::move(threads));
   ASSERT_EQ(failures, 0);
   ASSERT_EQ(got.size(), static_cast<size_t>(kCns * kThreads * kPerThread));
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
