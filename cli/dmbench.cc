@@ -118,8 +118,8 @@ int MicroAlloc(const MicroArgs& a) {
       spec.bed.mn_cores = 0;
     }
     if (spec.bed.mn_cores < 1 || std::to_string(spec.bed.mn_cores) != a.mn_cores) {
-      throw dmb::systems::ConfigError("--mn-cores: expected a positive integer or 'unlimited', got \"" +
-                                      a.mn_cores + "\"");
+      throw dmb::systems::ConfigError(
+          "--mn-cores: expected a positive integer or 'unlimited', got \"" + a.mn_cores + "\"");
     }
   }
   const auto pool = dmb::systems::ParseSize(a.pool);
@@ -150,8 +150,8 @@ int MicroAlloc(const MicroArgs& a) {
             "\"mn_cores\": {}, \"op\": \"{}\", \"count\": {}, \"failures\": {}, "
             "\"lat_us_p50\": {:.4f}, \"lat_us_p99\": {:.4f}, \"lat_us_mean\": {:.4f}, "
             "\"mn_cpu_busy_frac\": {:.6f}, \"mn_cpu_cores_busy\": {:.4f}}}",
-            first ? "" : ",\n", r.system, JsonEscape(r.knobs), r.threads, r.cns, r.mn_cores,
-            op->op, op->count, op->failures, op->lat_us_p50, op->lat_us_p99, op->lat_us_mean,
+            first ? "" : ",\n", r.system, JsonEscape(r.knobs), r.threads, r.cns, r.mn_cores, op->op,
+            op->count, op->failures, op->lat_us_p50, op->lat_us_p99, op->lat_us_mean,
             r.mn_cpu_busy_frac, r.mn_cpu_cores_busy);
         first = false;
       }
@@ -163,9 +163,9 @@ int MicroAlloc(const MicroArgs& a) {
              "op", "p50_us", "p99_us", "mean_us", "fails", "mn_cpu_busy", "knobs");
   for (const auto& r : results) {
     for (const auto* op : {&r.alloc, &r.free}) {
-      fmt::print("{:<10} {:>7} {:>5} {:>10.2f} {:>10.2f} {:>10.2f} {:>8} {:>12.3f}  {}\n",
-                 r.system, r.threads * r.cns, op->op, op->lat_us_p50, op->lat_us_p99,
-                 op->lat_us_mean, op->failures, r.mn_cpu_busy_frac, r.knobs);
+      fmt::print("{:<10} {:>7} {:>5} {:>10.2f} {:>10.2f} {:>10.2f} {:>8} {:>12.3f}  {}\n", r.system,
+                 r.threads * r.cns, op->op, op->lat_us_p50, op->lat_us_p99, op->lat_us_mean,
+                 op->failures, r.mn_cpu_busy_frac, r.knobs);
     }
   }
   return 0;
@@ -205,8 +205,7 @@ int main(int argc, char** argv) {
       "Allocation and free latency (p50/p99/mean, virtual us) and MN CPU busy fraction.\n"
       "Each CN thread allocates a batch of chunks, then frees them, over and over.\n"
       "Without --threads it runs 1 and 24 threads (OneSidedMW Fig 10b).");
-  alloc->add_option("--system", micro_args.system, "Approach (see `dmbench systems`)")
-      ->required();
+  alloc->add_option("--system", micro_args.system, "Approach (see `dmbench systems`)")->required();
   alloc->add_option("--set", micro_args.sets, "Knob as KNOB=VALUE, e.g. --set mw_type=2");
   alloc->add_option("--threads", micro_args.threads, "CN threads per CN (repeatable)");
   alloc->add_option("--cns", micro_args.cns, "Compute nodes")->capture_default_str();

@@ -28,8 +28,7 @@ OpStats Summarize(const char* op, const Histogram& h, uint64_t fails) {
   return s;
 }
 
-Task<void> Thread(Testbed* tb, uint32_t cn_i, const AllocBenchSpec* spec, int batch,
-                  Shared* sh) {
+Task<void> Thread(Testbed* tb, uint32_t cn_i, const AllocBenchSpec* spec, int batch, Shared* sh) {
   systems::CnSide& cn = tb->cn(cn_i);
   fabric::Runtime& rt = tb->cluster().runtime();
   systems::AccessGroup* g = co_await cn.OpenGroup(1, 4096);
@@ -69,10 +68,9 @@ AllocBenchResult RunAllocBench(const AllocBenchSpec& spec) {
       std::min<uint64_t>(spec.batch, chunks / std::max<uint64_t>(1, threads_total)));
   if (batch < 1) {
     throw systems::ConfigError(
-        spec.bed.system + ": the " + systems::FormatSize(spec.bed.pool_bytes) +
-        " MN pool holds " + std::to_string(chunks) + " chunks of " +
-        systems::FormatSize(caps.granularity_bytes) + ", fewer than the " +
-        std::to_string(threads_total) +
+        spec.bed.system + ": the " + systems::FormatSize(spec.bed.pool_bytes) + " MN pool holds " +
+        std::to_string(chunks) + " chunks of " + systems::FormatSize(caps.granularity_bytes) +
+        ", fewer than the " + std::to_string(threads_total) +
         " threads need to hold one each; use a larger --pool or a smaller granularity");
   }
   Shared sh;

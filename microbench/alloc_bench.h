@@ -14,11 +14,11 @@
 namespace dmb::microbench {
 
 struct AllocBenchSpec {
-  TestbedSpec bed;         // system, knobs, cns, mn_cores, pool, seed
-  int threads = 1;         // per CN
+  TestbedSpec bed;           // system, knobs, cns, mn_cores, pool, seed
+  int threads = 1;           // per CN
   int ops_per_thread = 200;  // allocations (and as many frees) per thread, measured
   int warmup_per_thread = 16;
-  int batch = 8;           // chunks held before freeing them (reduced to fit the pool)
+  int batch = 8;  // chunks held before freeing them (reduced to fit the pool)
 };
 
 struct OpStats {

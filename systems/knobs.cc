@@ -28,7 +28,8 @@ std::string Expectation(const KnobDef& d) {
       return "true or false";
     case KnobKind::kInt: {
       std::string s = "an integer";
-      if (d.max > 0) return s + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]";
+      if (d.max > 0)
+        return s + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "]";
       return s + " >= " + std::to_string(d.min);
     }
     case KnobKind::kChoice:
@@ -126,12 +127,11 @@ Knobs ValidateKnobs(const std::string& system, const std::vector<KnobDef>& defs,
     if (!def) {
       std::vector<std::string> names;
       for (const auto& d : defs) names.push_back(d.name);
-      throw ConfigError(system + ": unknown knob '" + k + "'; known knobs: " +
-                        (names.empty() ? "(none)" : Join(names)));
+      throw ConfigError(system + ": unknown knob '" + k +
+                        "'; known knobs: " + (names.empty() ? "(none)" : Join(names)));
     }
     if (!Valid(*def, v)) {
-      throw ConfigError(system + "." + k + ": expected " + Expectation(*def) + ", got " +
-                        Quote(v));
+      throw ConfigError(system + "." + k + ": expected " + Expectation(*def) + ", got " + Quote(v));
     }
     values[k] = v;
   }

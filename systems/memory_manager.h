@@ -30,10 +30,10 @@ namespace dmb::systems {
 
 // Who can reach a chunk's memory once it is handed out.
 enum class Isolation : uint8_t {
-  kRegion,      // coarse MR: any QP of the PD holding its rkey, chunk bounds not enforced per CN
-  kChunkRkey,   // per-chunk rkey usable from any QP of the MN's PD (MR or type-1 MW):
-                // after a rebind the old key differs in 8 bits only (guessable)
-  kChunkQp,     // per-chunk type-2 MW: only through the owner's QP(s)
+  kRegion,     // coarse MR: any QP of the PD holding its rkey, chunk bounds not enforced per CN
+  kChunkRkey,  // per-chunk rkey usable from any QP of the MN's PD (MR or type-1 MW):
+               // after a rebind the old key differs in 8 bits only (guessable)
+  kChunkQp,    // per-chunk type-2 MW: only through the owner's QP(s)
 };
 std::string_view IsolationName(Isolation i);
 
@@ -51,14 +51,14 @@ struct Capabilities {
 struct Lease {
   uint64_t header_addr = 0;  // MN address of the 8-byte expiry word
   uint32_t header_rkey = 0;
-  uint64_t expires_us = 0;   // what the CN last wrote/was granted (virtual us)
+  uint64_t expires_us = 0;  // what the CN last wrote/was granted (virtual us)
 };
 
 // A chunk of MN memory handed to a CN.
 struct Chunk {
-  uint64_t addr = 0;   // MN virtual address of the first byte
+  uint64_t addr = 0;  // MN virtual address of the first byte
   uint64_t bytes = 0;
-  uint64_t id = 0;     // the approach's handle (the MN checks it on free)
+  uint64_t id = 0;  // the approach's handle (the MN checks it on free)
   // rkeys[i] is for lane i of the owning group; a single rkey serves all lanes.
   std::vector<uint32_t> rkeys;
   Lease lease;
@@ -120,11 +120,11 @@ class MnControl {
 };
 
 struct MnStats {
-  uint64_t pool_bytes = 0;        // memory the approach manages
+  uint64_t pool_bytes = 0;  // memory the approach manages
   uint64_t chunks_total = 0;
   uint64_t chunks_in_use = 0;
   uint64_t rpcs_served = 0;
-  uint64_t rpcs_rejected = 0;     // malformed or not allowed (wrong owner, bad qpn)
+  uint64_t rpcs_rejected = 0;  // malformed or not allowed (wrong owner, bad qpn)
 };
 
 struct ReclaimReport {

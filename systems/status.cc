@@ -6,14 +6,22 @@ namespace dmb::systems {
 
 std::string_view CodeName(Code c) {
   switch (c) {
-    case Code::kOk: return "OK";
-    case Code::kOutOfMemory: return "OUT_OF_MEMORY";
-    case Code::kUnsupported: return "UNSUPPORTED";
-    case Code::kInvalidArgument: return "INVALID_ARGUMENT";
-    case Code::kAccessDenied: return "ACCESS_DENIED";
-    case Code::kNotOwner: return "NOT_OWNER";
-    case Code::kLaneBroken: return "LANE_BROKEN";
-    case Code::kLeaseExpired: return "LEASE_EXPIRED";
+    case Code::kOk:
+      return "OK";
+    case Code::kOutOfMemory:
+      return "OUT_OF_MEMORY";
+    case Code::kUnsupported:
+      return "UNSUPPORTED";
+    case Code::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case Code::kAccessDenied:
+      return "ACCESS_DENIED";
+    case Code::kNotOwner:
+      return "NOT_OWNER";
+    case Code::kLaneBroken:
+      return "LANE_BROKEN";
+    case Code::kLeaseExpired:
+      return "LEASE_EXPIRED";
   }
   return "?";
 }
@@ -26,9 +34,12 @@ std::string Status::ToString() const {
 
 std::string_view IsolationName(Isolation i) {
   switch (i) {
-    case Isolation::kRegion: return "region";
-    case Isolation::kChunkRkey: return "chunk_rkey";
-    case Isolation::kChunkQp: return "chunk_qp";
+    case Isolation::kRegion:
+      return "region";
+    case Isolation::kChunkRkey:
+      return "chunk_rkey";
+    case Isolation::kChunkQp:
+      return "chunk_qp";
   }
   return "?";
 }

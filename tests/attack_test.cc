@@ -97,8 +97,8 @@ TEST_P(Attacks, FormerOwnerOldRkeyAfterReuse) {
             << (out.stale_window_us < 0 ? std::string("never closed")
                                         : std::to_string(out.stale_window_us) + " us")
             << "; enumeration " << (out.enum_reached ? "reached" : "did not reach")
-            << " the data after " << out.guesses << " guesses (same key index: "
-            << (out.same_index ? "yes" : "no") << ")\n";
+            << " the data after " << out.guesses
+            << " guesses (same key index: " << (out.same_index ? "yes" : "no") << ")\n";
   switch (iso) {
     case Isolation::kRegion:
       // No revocation: the documented weakness of coarse static MRs.

@@ -10,8 +10,8 @@ namespace {
 using microbench::Testbed;
 using systems::AccessGroup;
 using systems::Chunk;
-using systems::Code;
 using systems::CnSide;
+using systems::Code;
 using systems::Status;
 
 class Conformance : public ::testing::TestWithParam<std::string> {};
@@ -31,8 +31,7 @@ bool HasPattern(const fabric::Memory& m, uint64_t addr, uint64_t n, uint64_t tag
 }
 
 // Every (offset, length) the approach supports inside a chunk of `g` bytes.
-std::vector<std::pair<uint64_t, uint32_t>> IoShapes(const systems::Capabilities& caps,
-                                                    uint64_t g) {
+std::vector<std::pair<uint64_t, uint32_t>> IoShapes(const systems::Capabilities& caps, uint64_t g) {
   std::vector<std::pair<uint64_t, uint32_t>> out;
   if (caps.fixed_io_bytes) {
     for (uint64_t off = 0; off < g; off += std::max<uint64_t>(caps.fixed_io_bytes, g / 8)) {

@@ -13,15 +13,15 @@ namespace dmb::testing {
 
 // ASSERT_* cannot be used inside coroutines (they `return`): these record the
 // failure and leave the coroutine.
-#define CO_ASSERT_TRUE(c)                       \
-  if (!(c)) {                                   \
-    ADD_FAILURE() << "CO_ASSERT_TRUE(" #c ")";  \
-    co_return;                                  \
+#define CO_ASSERT_TRUE(c)                      \
+  if (!(c)) {                                  \
+    ADD_FAILURE() << "CO_ASSERT_TRUE(" #c ")"; \
+    co_return;                                 \
   }
-#define CO_ASSERT_OK(st)                                               \
-  if (!(st).ok()) {                                                    \
-    ADD_FAILURE() << #st << " failed: " << (st).ToString();            \
-    co_return;                                                         \
+#define CO_ASSERT_OK(st)                                    \
+  if (!(st).ok()) {                                         \
+    ADD_FAILURE() << #st << " failed: " << (st).ToString(); \
+    co_return;                                              \
   }
 
 // Every approach, and every suite variant it declares, as "system" or

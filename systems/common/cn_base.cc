@@ -188,9 +188,9 @@ Status CnBase::CheckIo(const Lane& lane, const Chunk& chunk, uint64_t offset, ui
   }
   const AccessGroup& g = *lane.group;
   if (local_addr < g.buffer_addr() || local_addr + length > g.buffer_addr() + g.buffer_bytes()) {
-    return Status(Code::kInvalidArgument,
-                  "local buffer [" + std::to_string(local_addr) + ", +" + std::to_string(length) +
-                      ") is outside the group's registered buffer");
+    return Status(Code::kInvalidArgument, "local buffer [" + std::to_string(local_addr) + ", +" +
+                                              std::to_string(length) +
+                                              ") is outside the group's registered buffer");
   }
   return Status::Ok();
 }

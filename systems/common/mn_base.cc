@@ -55,8 +55,8 @@ Task<void> MnBase::Start() {
 
 fabric::Qp* MnBase::CreateLaneQp(uint32_t cn_index) {
   if (lanes_.size() >= kMaxLanes) {
-    throw std::runtime_error("MN '" + node_->name() + "': more than " +
-                             std::to_string(kMaxLanes) + " lanes; use fewer threads or lanes");
+    throw std::runtime_error("MN '" + node_->name() + "': more than " + std::to_string(kMaxLanes) +
+                             " lanes; use fewer threads or lanes");
   }
   fabric::QpInitAttr a;
   a.pd = pd_;

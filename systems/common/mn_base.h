@@ -59,8 +59,7 @@ class MnBase : public MnSide {
   Task<fabric::WorkCompletion> AdminExec(fabric::SendWr wr);
   // ibv_bind_mw of a type-1 window on the admin QP (length 0 unbinds).
   Task<fabric::WorkCompletion> AdminBindType1(fabric::Mw* mw, fabric::Mr* mr, uint64_t addr,
-                                              uint64_t length, uint32_t access,
-                                              uint32_t new_rkey);
+                                              uint64_t length, uint32_t access, uint32_t new_rkey);
   // Declares the CPU cost of posting one WR.
   auto PostCost() { return node_->cpu().Work(cost_post_send_); }
   fabric::Runtime& runtime() { return deployment_.cluster->runtime(); }
@@ -93,7 +92,7 @@ class MnBase : public MnSide {
   void PostSlot(MnLane& lane, uint32_t slot);
 
   fabric::Cq* recv_cq_ = nullptr;
-  fabric::Cq* send_cq_ = nullptr;   // lanes' unsignaled SENDs (errors counted only)
+  fabric::Cq* send_cq_ = nullptr;  // lanes' unsignaled SENDs (errors counted only)
   fabric::Cq* admin_cq_ = nullptr;
   fabric::Mr* arena_mr_ = nullptr;  // RPC slots of every lane
   uint64_t arena_next_ = 0;

@@ -31,7 +31,7 @@ struct RpcReply {
   uint64_t addr = 0;
   uint64_t bytes = 0;
   uint64_t id = 0;
-  uint64_t aux[2] = {};  // e.g. lease header address and expiry
+  uint64_t aux[2] = {};   // e.g. lease header address and expiry
   uint32_t aux_rkey = 0;  // e.g. the lease header's rkey
   uint32_t rkeys[kMaxGroupLanes] = {};
 };

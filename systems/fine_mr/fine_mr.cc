@@ -90,7 +90,8 @@ Capabilities FineMrCaps(const Knobs& k) {
 
 class FineMrCn : public RpcCn {
  public:
-  FineMrCn(const Deployment& d, uint32_t cn, FineMrMn* mn, const Knobs& k) : RpcCn(d, cn, mn, FineMrCaps(k)) {}
+  FineMrCn(const Deployment& d, uint32_t cn, FineMrMn* mn, const Knobs& k)
+      : RpcCn(d, cn, mn, FineMrCaps(k)) {}
 };
 
 }  // namespace

@@ -328,8 +328,8 @@ class RpcMwCn : public RpcCn {
     if (!st.ok()) co_return st;
     const uint64_t seen = node_->memory().LoadU64(lane.ctrl_addr);
     if (seen != chunk.lease.expires_us) {
-      co_return Status(Code::kLeaseExpired, "the MN revoked the lease (word " +
-                                                std::to_string(seen) + ")");
+      co_return Status(Code::kLeaseExpired,
+                       "the MN revoked the lease (word " + std::to_string(seen) + ")");
     }
     chunk.lease.expires_us = want;
     co_return Status::Ok();
@@ -349,8 +349,8 @@ const SystemInfo kRpcMw{
      {"mw_type", KnobKind::kInt, "1", "1: ibv_bind_mw, any QP; 2: BIND_MW WR, owner's QPs only", 1,
       2},
      {"leases", KnobKind::kBool, "false", "chunks expire unless the CN extends them by CAS"},
-     {"lease_us", KnobKind::kInt, "100", "lease period and expiry scan interval (Patronus: 100)",
-      1, 100000000},
+     {"lease_us", KnobKind::kInt, "100", "lease period and expiry scan interval (Patronus: 100)", 1,
+      100000000},
      {"delayed_unbind", KnobKind::kBool, "false",
       "park freed windows; type-1 hands them over by rebinding; batch the rest"},
      {"spare_qps", KnobKind::kBool, "false", "a pre-connected spare QP replaces an errored lane"}},
