@@ -42,7 +42,7 @@ class ChunkRpcMn : public MnBase {
   }
 
   Task<void> Handle(MnLane& lane, const RpcRequest& req, RpcReply& reply) override {
-    co_await node_->cpu().Work(node_->Cost("mn.bookkeeping"));
+    co_await BookkeepingCost();
     if (req.op == kRpcAlloc) {
       auto i = table_.Take(lane.cn_index);
       if (!i) {

@@ -17,6 +17,7 @@ MnBase::MnBase(const Deployment& d, const Knobs& knobs)
     : deployment_(d), knobs_(knobs), node_(d.mn) {
   cost_dispatch_ = node_->Cost("rpc.dispatch");
   cost_post_send_ = node_->Cost("verbs.post_send");
+  cost_bookkeeping_ = node_->Cost("mn.bookkeeping");
 }
 
 MnBase::~MnBase() = default;

@@ -62,6 +62,8 @@ class MnBase : public MnSide {
                                               uint64_t length, uint32_t access, uint32_t new_rkey);
   // Declares the CPU cost of posting one WR.
   auto PostCost() { return node_->cpu().Work(cost_post_send_); }
+  // Declares the CPU cost of one free-list / owner-table update.
+  auto BookkeepingCost() { return node_->cpu().Work(cost_bookkeeping_); }
   fabric::Runtime& runtime() { return deployment_.cluster->runtime(); }
 
   Deployment deployment_;
@@ -100,6 +102,7 @@ class MnBase : public MnSide {
   std::vector<MnLane*> lane_by_qpn_;
   fabric::CpuCost cost_dispatch_;
   fabric::CpuCost cost_post_send_;
+  fabric::CpuCost cost_bookkeeping_;
 };
 
 }  // namespace dmb::systems

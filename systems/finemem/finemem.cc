@@ -101,7 +101,6 @@ Task<void> AsyncMutex::Resume(std::coroutine_handle<> h) {
 FineMemMn::FineMemMn(const Deployment& d, const Knobs& k)
     : MnBase(d, k), maint_(&d.cluster->runtime()) {
   regen_period_ = static_cast<Ps>(k.Int("regen_period_us")) * kPsPerUs;
-  cost_bookkeeping_ = node_->Cost("mn.bookkeeping");
   cost_scan_ = node_->Cost("finemem.scan_per_chunk");
   cost_recover_ = node_->Cost("finemem.recover_per_entry");
 }
@@ -257,7 +256,7 @@ fabric::Mw* FineMemMn::OtherWindow(uint64_t chunk, uint32_t rkey) {
 // freed before and the scan has not run since). The stale window is rotated
 // now instead of at the next scan.
 Task<void> FineMemMn::Handle(MnLane& lane, const RpcRequest& req, RpcReply& reply) {
-  co_await node_->cpu().Work(cost_bookkeeping_);
+  co_await BookkeepingCost();
   const uint64_t c = req.arg[0];
   if (req.op != kRpcRefillBackup || c >= layout_.chunks) {
     reply.code = static_cast<uint32_t>(Code::kInvalidArgument);

@@ -135,7 +135,6 @@ class FineMemMn : public MnBase {
   Ps regen_period_ = 0;
   Ps regen_origin_ = 0;
   finemem::AsyncMutex maint_;  // one MN coroutine at a time rotates a chunk's keys
-  fabric::CpuCost cost_bookkeeping_;
   fabric::CpuCost cost_scan_;
   fabric::CpuCost cost_recover_;
   FineMemMnStats fm_stats_;

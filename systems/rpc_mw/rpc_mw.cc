@@ -86,7 +86,7 @@ class RpcMwMn : public MnBase {
   }
 
   Task<void> Handle(MnLane& lane, const RpcRequest& req, RpcReply& reply) override {
-    co_await node_->cpu().Work(node_->Cost("mn.bookkeeping"));
+    co_await BookkeepingCost();
     if (req.op == kRpcAlloc) {
       co_await HandleAlloc(lane, req, reply);
     } else if (req.op == kRpcFree) {
