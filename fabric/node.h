@@ -84,6 +84,26 @@ class Cpu {
   virtual void Submit(std::coroutine_handle<> h, CpuCost cost, uint64_t multiplier) = 0;
 };
 
+// What a node's RNIC can do. An approach that needs a capability the device
+// lacks fails at start naming it (RequireCaps). The sim models a ConnectX-5
+// with cross-channel QPs; real devices report what their driver exposes.
+struct DeviceCaps {
+  bool mw_type1 = true;
+  bool mw_type2 = true;
+  bool atomics = true;         // RDMA CAS / FAA
+  bool masked_atomics = true;  // masked FAA (mlx5 extended atomics)
+  bool cross_channel = true;   // WAIT / SEND_ENABLE / RECV_ENABLE WQEs
+  bool qpn_in_bind = true;     // BIND_MW naming a QP other than the poster
+};
+// Capability names are the field names above ("cross_channel"). Returns the
+// names in `need` that `have` lacks; throws std::invalid_argument on an
+// unknown name.
+std::vector<std::string> MissingCaps(const DeviceCaps& have, const std::vector<std::string>& need);
+// Throws VerbsError(EOPNOTSUPP) "<who> needs <caps> which device of node
+// '<node>' lacks ..." when something is missing.
+void RequireCaps(const class Node& node, const std::vector<std::string>& need,
+                 const std::string& who);
+
 struct NodeConfig {
   std::string name;
   uint64_t memory_bytes = 1ull << 30;
@@ -114,6 +134,7 @@ class Node {
   virtual Cq* CreateCq(uint32_t capacity, bool ignore_overrun = false) = 0;
   virtual Qp* CreateQp(const QpInitAttr& attr) = 0;
   virtual Qp* QpByNum(uint32_t qp_num) = 0;
+  virtual DeviceCaps caps() const { return DeviceCaps{}; }
 };
 
 // Clock and coroutine scheduling.

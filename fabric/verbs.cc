@@ -1,5 +1,10 @@
 #include "fabric/verbs.h"
 
+#include <cerrno>
+#include <stdexcept>
+
+#include "fabric/node.h"
+
 namespace dmb::fabric {
 
 std::string_view OpcodeName(Opcode op) {
@@ -84,6 +89,37 @@ std::string_view QpStateName(QpState s) {
       return "ERR";
   }
   return "UNKNOWN_STATE";
+}
+
+std::vector<std::string> MissingCaps(const DeviceCaps& have, const std::vector<std::string>& need) {
+  const std::pair<const char*, bool> all[] = {
+      {"mw_type1", have.mw_type1},         {"mw_type2", have.mw_type2},
+      {"atomics", have.atomics},           {"masked_atomics", have.masked_atomics},
+      {"cross_channel", have.cross_channel}, {"qpn_in_bind", have.qpn_in_bind},
+  };
+  std::vector<std::string> missing;
+  for (const auto& n : need) {
+    bool known = false;
+    for (const auto& [name, ok] : all) {
+      if (n == name) {
+        known = true;
+        if (!ok) missing.push_back(n);
+      }
+    }
+    if (!known) throw std::invalid_argument("unknown device capability '" + n + "'");
+  }
+  return missing;
+}
+
+void RequireCaps(const Node& node, const std::vector<std::string>& need, const std::string& who) {
+  const auto missing = MissingCaps(node.caps(), need);
+  if (missing.empty()) return;
+  std::string list;
+  for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+  throw VerbsError(EOPNOTSUPP, who + " needs " + list + ", which the RDMA device of node '" +
+                                   node.name() +
+                                   "' lacks (see `dmbench devices`; cross_channel and "
+                                   "qpn_in_bind need ConnectX with mlx5 cross-channel QPs)");
 }
 
 }  // namespace dmb::fabric

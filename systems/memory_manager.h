@@ -117,6 +117,10 @@ class MnControl {
   virtual void LaneConnected(uint32_t cn_index, fabric::Qp* mn_qp) = 0;
   // Re-creating a QP pair costs CPU work on the MN (QP state changes).
   virtual Task<void> ChargeQpSetup() = 0;
+  // What the MN publishes to every CN when it connects (addresses and rkeys
+  // of shared metadata, e.g. FineMem's layout); empty for most approaches.
+  // Valid after Start.
+  virtual std::string Published() const { return {}; }
 };
 
 struct MnStats {
@@ -170,11 +174,16 @@ class CnSide {
 };
 
 // Where an approach runs: the cluster, its MN and its CNs.
+//  - one process (sim, or ibv on one host): mn and cns are local nodes;
+//  - MN daemon (`dmbench mn`): no cns, only the MN side is built;
+//  - CN process (`dmbench cn`): mn is the remote MN node and remote_mn the
+//    bootstrap channel to the daemon; only the CN sides are built.
 struct Deployment {
   fabric::Cluster* cluster = nullptr;
   fabric::Node* mn = nullptr;
   std::vector<fabric::Node*> cns;
   uint64_t pool_bytes = 1ull << 30;  // MN memory the approach manages
+  MnSide* remote_mn = nullptr;
 };
 
 class MemoryManager {

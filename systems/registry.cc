@@ -29,8 +29,9 @@ const SystemInfo& Registry::Get(const std::string& name) {
 std::unique_ptr<MemoryManager> Registry::Create(const Config& cfg, const Deployment& d) {
   const SystemInfo& info = Get(cfg.system);
   const Knobs knobs = ValidateKnobs(info.name, info.knobs, cfg.knobs);
-  if (!d.cluster || !d.mn || d.cns.empty()) {
-    throw ConfigError(info.name + ": a deployment needs a cluster, an MN and at least one CN");
+  if (!d.cluster || !d.mn || (d.cns.empty() && d.remote_mn)) {
+    throw ConfigError(info.name +
+                      ": a deployment needs a cluster, an MN and (with a remote MN) a CN");
   }
   return info.make(d, knobs);
 }

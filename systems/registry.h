@@ -42,28 +42,41 @@ class Registry {
 
 // Assembles an approach from its MN side and CN side classes:
 //   Mn(const Deployment&, const Knobs&) and
-//   Cn(const Deployment&, uint32_t cn_index, Mn* mn, const Knobs&).
+//   Cn(const Deployment&, uint32_t cn_index, MnControl* mn, const Knobs&).
+// With Deployment::remote_mn set, only the CN sides are built.
 template <typename Mn, typename Cn>
 class BasicManager : public MemoryManager {
  public:
   BasicManager(std::string system, const Deployment& d, const Knobs& knobs)
-      : system_(std::move(system)), knobs_(knobs), mn_(std::make_unique<Mn>(d, knobs)) {
+      : system_(std::move(system)), knobs_(knobs) {
+    if (d.remote_mn) {
+      mn_side_ = d.remote_mn;
+    } else {
+      mn_ = std::make_unique<Mn>(d, knobs);
+      mn_side_ = mn_.get();
+    }
     for (uint32_t i = 0; i < d.cns.size(); ++i) {
-      cns_.push_back(std::make_unique<Cn>(d, i, mn_.get(), knobs));
+      cns_.push_back(std::make_unique<Cn>(d, i, mn_side_, knobs));
     }
   }
   const std::string& system() const override { return system_; }
   const Knobs& knobs() const override { return knobs_; }
-  MnSide& mn() override { return *mn_; }
+  MnSide& mn() override { return *mn_side_; }
   CnSide& cn(size_t i) override { return *cns_.at(i); }
   size_t num_cns() const override { return cns_.size(); }
-  Task<void> Start() override { co_await mn_->Start(); }
-  Mn& typed_mn() { return *mn_; }
+  Task<void> Start() override {
+    if (mn_) co_await mn_->Start();
+  }
+  Mn& typed_mn() {
+    if (!mn_) throw std::logic_error(system_ + ": the MN side runs in another process");
+    return *mn_;
+  }
 
  private:
   std::string system_;
   Knobs knobs_;
   std::unique_ptr<Mn> mn_;
+  MnSide* mn_side_ = nullptr;
   std::vector<std::unique_ptr<Cn>> cns_;
 };
 

@@ -45,7 +45,7 @@ Capabilities FineMrCaps(const Knobs& k) {
 
 class FineMrCn : public RpcCn {
  public:
-  FineMrCn(const Deployment& d, uint32_t cn, FineMrMn* mn, const Knobs& k)
+  FineMrCn(const Deployment& d, uint32_t cn, MnControl* mn, const Knobs& k)
       : RpcCn(d, cn, mn, FineMrCaps(k)) {}
 };
 

@@ -1,6 +1,7 @@
 // finemem: the protocol is described in finemem.h, the bits in finemem_layout.h.
 #include "systems/finemem/finemem.h"
 
+#include <cstring>
 #include <algorithm>
 #include <bit>
 #include <memory>
@@ -438,8 +439,8 @@ Task<void> FineMemMn::RevokeForReclaim(uint64_t chunk) {
 
 // ---- CN side: plumbing ---------------------------------------------------------
 
-FineMemCn::FineMemCn(const Deployment& d, uint32_t cn, FineMemMn* mn, const Knobs& k)
-    : CnBase(d, cn, mn, FineMemCaps(k)), fm_mn_(mn), user_(finemem::UserOfCn(cn)) {
+FineMemCn::FineMemCn(const Deployment& d, uint32_t cn, MnControl* mn, const Knobs& k)
+    : CnBase(d, cn, mn, FineMemCaps(k)), user_(finemem::UserOfCn(cn)) {
   if (user_ >= kMnUser) {
     throw ConfigError("finemem: at most " + std::to_string(kMnUser - 1) +
                       " CNs (14-bit user ids in the logs)");
@@ -448,7 +449,15 @@ FineMemCn::FineMemCn(const Deployment& d, uint32_t cn, FineMemMn* mn, const Knob
 }
 
 const MetaLayout& FineMemCn::Layout() {
-  const MetaLayout& l = fm_mn_->layout();
+  if (layout_.meta_rkey == 0) {
+    const std::string pub = mn_->Published();
+    if (pub.size() != sizeof(MetaLayout)) {
+      throw std::logic_error("finemem: the MN published " + std::to_string(pub.size()) +
+                             " bytes of layout, expected " + std::to_string(sizeof(MetaLayout)));
+    }
+    std::memcpy(&layout_, pub.data(), sizeof layout_);
+  }
+  const MetaLayout& l = layout_;
   if (l.meta_rkey == 0) throw std::logic_error("finemem: the MN has not been started");
   if (!cache_ready_) {
     hint_.assign(l.sections, 0);
@@ -471,7 +480,7 @@ Task<Status> FineMemCn::ReadMeta(Lane& lane, uint64_t remote, uint32_t len, uint
   wr.opcode = Opcode::kRead;
   wr.sg_list = {{lane.ctrl_addr + land_off, len, lane.group->lkey()}};
   wr.remote_addr = remote;
-  wr.rkey = fm_mn_->layout().meta_rkey;
+  wr.rkey = Layout().meta_rkey;
   co_return FromWc(co_await Exec(lane, wr), "metadata READ");
 }
 
@@ -481,7 +490,7 @@ Task<Status> FineMemCn::CasMeta(Lane& lane, uint64_t remote, uint64_t expected, 
   wr.opcode = Opcode::kCmpAndSwp;
   wr.sg_list = {{lane.ctrl_addr + kLandCas, 8, lane.group->lkey()}};
   wr.remote_addr = remote;
-  wr.rkey = fm_mn_->layout().meta_rkey;
+  wr.rkey = Layout().meta_rkey;
   wr.compare_add = expected;
   wr.swap = desired;
   Status st = FromWc(co_await Exec(lane, wr), "metadata CAS");
@@ -497,8 +506,8 @@ void FineMemCn::PostHintWrite(Lane& lane, uint64_t section) {
   wr.opcode = Opcode::kWrite;
   wr.flags = 0;
   wr.sg_list = {{src, 8, lane.group->lkey()}};
-  wr.remote_addr = fm_mn_->layout().SectionAddr(section);
-  wr.rkey = fm_mn_->layout().meta_rkey;
+  wr.remote_addr = Layout().SectionAddr(section);
+  wr.rkey = Layout().meta_rkey;
   (void)lane.qp->PostSend(wr);  // a broken lane shows on the next awaited WR
 }
 
@@ -506,7 +515,7 @@ void FineMemCn::PostHintWrite(Lane& lane, uint64_t section) {
 
 // One READ loads the hints of the 16 sections around `section`.
 Task<Status> FineMemCn::LoadHints(Lane& lane, uint64_t section) {
-  const MetaLayout& l = fm_mn_->layout();
+  const MetaLayout& l = Layout();
   const uint64_t first = section - section % kSpansPerSection;
   const uint64_t n = std::min<uint64_t>(kSpansPerSection, l.sections - first);
   Status st =
@@ -522,7 +531,7 @@ Task<Status> FineMemCn::LoadHints(Lane& lane, uint64_t section) {
 
 // One READ loads a section's 16 span headers; a stale section hint is repaired.
 Task<Status> FineMemCn::LoadSpans(Lane& lane, uint64_t section) {
-  const MetaLayout& l = fm_mn_->layout();
+  const MetaLayout& l = Layout();
   const uint64_t first = section * kSpansPerSection;
   Status st = co_await ReadMeta(lane, l.SpanAddr(first), kSpansPerSection * 8, kLandBlock);
   if (!st.ok()) co_return st;
@@ -549,7 +558,7 @@ SpanState FineMemCn::Effective(uint64_t span) const {
 }
 
 bool FineMemCn::MayFit(uint64_t span) const {
-  const uint32_t size_log2 = fm_mn_->layout().size_log2;
+  const uint32_t size_log2 = layout_.size_log2;
   if (span_known_[span]) return FindRun(Bitmap(span_[span]), size_log2).has_value();
   const SpanState s = Effective(span);
   return s != kSpanFull && (size_log2 < 5 || s == kSpanFree);
@@ -558,7 +567,7 @@ bool FineMemCn::MayFit(uint64_t span) const {
 // First fit from the cursor section: a partial span, else an empty one, in the
 // first section that has either; a contended span only when nothing else fits.
 Task<Status> FineMemCn::PickSpan(Lane& lane, std::optional<uint64_t>* out) {
-  const uint64_t sections = fm_mn_->layout().sections;
+  const uint64_t sections = Layout().sections;
   std::optional<uint64_t> contended;
   for (uint64_t k = 0; k < sections; ++k) {
     const uint64_t s = (cursor_ + k) % sections;
@@ -585,7 +594,7 @@ Task<Status> FineMemCn::PickSpan(Lane& lane, std::optional<uint64_t>* out) {
 
 // CASes the span header until this allocation commits or the span is full.
 Task<Status> FineMemCn::ClaimInSpan(Lane& lane, uint64_t span, uint32_t* failures, Claim* claim) {
-  const MetaLayout& l = fm_mn_->layout();
+  const MetaLayout& l = Layout();
   if (!span_known_[span]) {
     Status st = co_await LoadSpans(lane, span / kSpansPerSection);
     if (!st.ok()) co_return st;
@@ -628,7 +637,7 @@ Task<Status> FineMemCn::EnsureLogFlushed(Lane& lane, uint64_t span, uint64_t h, 
   *changed = false;
   const finemem::TempLog log = LogOf(h);
   if (log.user == kNoUser || flushed_header_[span] == h) co_return Status::Ok();
-  const MetaLayout& l = fm_mn_->layout();
+  const MetaLayout& l = Layout();
   const uint64_t redo_addr = l.RedoAddr(l.ChunkAt(span, log.unit));
   fabric::SendWr first;
   first.opcode = Opcode::kRead;
@@ -715,7 +724,7 @@ Task<Result<Chunk>> FineMemCn::Alloc(AccessGroup& g) {
 
 // After the commit: section hint, capability READ (main rkey), redo flush.
 Task<Result<Chunk>> FineMemCn::FinishAlloc(Lane& lane, const Claim& claim) {
-  const MetaLayout& l = fm_mn_->layout();
+  const MetaLayout& l = Layout();
   Result<Chunk> out;
   const uint64_t c = l.ChunkAt(claim.span, claim.unit);
   NoteSpan(lane, claim.span, claim.header);
@@ -805,7 +814,7 @@ Task<Status> FineMemCn::RefillBackup(AccessGroup& g, uint64_t chunk, uint64_t* c
 // (M, B) -> (B, 0): the next owner gets B; M stays valid until the MN
 // regenerates it (the stale window).
 Task<Status> FineMemCn::SwapKeys(Lane& lane, const Chunk& c, uint64_t cap) {
-  const MetaLayout& l = fm_mn_->layout();
+  const MetaLayout& l = Layout();
   for (;;) {
     uint64_t seen = 0;
     Status st = co_await CasMeta(lane, l.CapAddr(c.id), cap, MakeCap(BackupKey(cap), 0), &seen);
@@ -821,7 +830,7 @@ Task<Status> FineMemCn::SwapKeys(Lane& lane, const Chunk& c, uint64_t cap) {
 
 // CASes the span header until the chunk's bits are clear (the free's commit).
 Task<Status> FineMemCn::ClearBits(Lane& lane, uint64_t chunk, uint64_t* committed) {
-  const MetaLayout& l = fm_mn_->layout();
+  const MetaLayout& l = Layout();
   const uint64_t span = l.SpanOfChunk(chunk);
   const uint32_t unit = l.UnitOfChunk(chunk);
   const uint32_t mask = RunMask(unit, l.size_log2);

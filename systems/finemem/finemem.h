@@ -99,6 +99,9 @@ class FineMemMn : public MnBase {
   Task<ReclaimReport> ReclaimCn(uint32_t cn) override;
   // Valid after Start; a CN's service gets it at bootstrap.
   const finemem::MetaLayout& layout() const { return layout_; }
+  std::string Published() const override {
+    return std::string(reinterpret_cast<const char*>(&layout_), sizeof layout_);
+  }
   const FineMemMnStats& fm_stats() const { return fm_stats_; }
 
  protected:
@@ -157,7 +160,7 @@ struct FineMemCnStats {
 
 class FineMemCn : public CnBase {
  public:
-  FineMemCn(const Deployment& d, uint32_t cn, FineMemMn* mn, const Knobs& k);
+  FineMemCn(const Deployment& d, uint32_t cn, MnControl* mn, const Knobs& k);
 
   Task<Result<Chunk>> Alloc(AccessGroup& g) override;
   Task<Status> Free(AccessGroup& g, const Chunk& c) override;
@@ -200,7 +203,7 @@ class FineMemCn : public CnBase {
   Task<Status> SwapKeys(Lane& lane, const Chunk& c, uint64_t cap);
   Task<Status> ClearBits(Lane& lane, uint64_t chunk, uint64_t* header);
 
-  FineMemMn* fm_mn_;
+  finemem::MetaLayout layout_;  // published by the MN, fetched on first use
   uint32_t user_;
   fabric::CpuCost cost_ipc_;
   bool cache_ready_ = false;

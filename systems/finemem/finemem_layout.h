@@ -52,6 +52,7 @@
 #include <bit>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 
 namespace dmb::systems::finemem {
 
@@ -195,6 +196,8 @@ struct MetaLayout {
     return (span * kUnitsPerSpan + unit) >> size_log2;
   }
 };
+
+static_assert(std::is_trivially_copyable_v<MetaLayout>, "published to CNs as bytes");
 
 inline uint32_t Log2(uint64_t x) { return static_cast<uint32_t>(std::countr_zero(x)); }
 

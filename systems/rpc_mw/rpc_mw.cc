@@ -307,7 +307,7 @@ Capabilities RpcMwCaps(const Knobs& k) {
 
 class RpcMwCn : public RpcCn {
  public:
-  RpcMwCn(const Deployment& d, uint32_t cn, RpcMwMn* mn, const Knobs& k)
+  RpcMwCn(const Deployment& d, uint32_t cn, MnControl* mn, const Knobs& k)
       : RpcCn(d, cn, mn, RpcMwCaps(k)), lease_us_(static_cast<uint64_t>(k.Int("lease_us"))) {
     spare_qps_ = k.Bool("spare_qps");
   }

@@ -44,7 +44,7 @@ Capabilities StaticMrCaps(const Knobs& k) {
 
 class StaticMrCn : public RpcCn {
  public:
-  StaticMrCn(const Deployment& d, uint32_t cn, StaticMrMn* mn, const Knobs& k)
+  StaticMrCn(const Deployment& d, uint32_t cn, MnControl* mn, const Knobs& k)
       : RpcCn(d, cn, mn, StaticMrCaps(k)) {}
 };
 

@@ -1,0 +1,317 @@
+#include "fabric/ibv/ibv_cluster.h"
+
+#include <fcntl.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "fabric/ibv/ibv_objects.h"
+
+namespace dmb::fabric::ibv {
+
+void RemoteQp::Refuse(const char* what) const {
+  throw std::logic_error(std::string("ibv: Qp::") + what + " on QP " + std::to_string(qp_num()) +
+                         ", which lives in another process (node " + std::to_string(node_id_) +
+                         ")");
+}
+
+void RemoteNode::Refuse(const char* what) const {
+  throw std::logic_error(std::string("ibv: Node::") + what + " on node '" + name_ +
+                         "', which lives in another process");
+}
+
+// ---- Node -------------------------------------------------------------------
+
+IbvNode::IbvNode(IbvCluster* cluster, uint32_t id, const NodeConfig& cfg, Device dev)
+    : cluster_(cluster), id_(id), name_(cfg.name), dev_(dev), mem_(cfg.name, cfg.memory_bytes),
+      cpu_(cfg.cpu_cores) {
+  const int fl = fcntl(dev_.ctx->async_fd, F_GETFL);
+  fcntl(dev_.ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+IbvNode::~IbvNode() {
+  for (auto& q : qps_) ibv_destroy_qp(q->raw());
+  for (auto& w : mws_) ibv_dealloc_mw(w->raw());
+  for (auto& m : mrs_) {
+    if (m->raw()) ibv_dereg_mr(m->raw());
+  }
+  for (auto& c : cqs_) ibv_destroy_cq(c->raw());
+  for (auto& p : pds_) ibv_dealloc_pd(p->raw());
+  CloseDevice(dev_);
+}
+
+CpuCost IbvNode::Cost(std::string_view name) const {
+  auto [it, fresh] = cost_ids_.emplace(std::string(name), cost_ids_.size() + 1);
+  (void)fresh;
+  return CpuCost{it->second, 0};
+}
+
+Pd* IbvNode::AllocPd() {
+  ibv_pd* pd = ibv_alloc_pd(dev_.ctx);
+  if (!pd) throw VerbsError(errno, "ibv_alloc_pd on node '" + name_ + "': " + strerror(errno));
+  pds_.push_back(std::make_unique<IbvPd>(pd, static_cast<uint32_t>(pds_.size() + 1)));
+  return pds_.back().get();
+}
+
+Task<Mr*> IbvNode::RegMr(Pd* pd, uint64_t addr, uint64_t length, uint32_t access) {
+  auto* p = dynamic_cast<IbvPd*>(pd);
+  if (!p) throw VerbsError(EINVAL, "reg_mr on node '" + name_ + "': not a PD of this backend");
+  if (addr == 0 || addr > mem_.size_bytes() || length > mem_.size_bytes() - addr || length == 0) {
+    throw VerbsError(EINVAL, "reg_mr on node '" + name_ + "': range [" + std::to_string(addr) +
+                                 ", +" + std::to_string(length) + ") outside node memory");
+  }
+  if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) {
+    throw VerbsError(EINVAL, "reg_mr: REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE");
+  }
+  ibv_mr* mr = ibv_reg_mr_iova(p->raw(), mem_.host(addr), length, addr,
+                               [&] {
+                                 int f = 0;
+                                 if (access & kLocalWrite) f |= IBV_ACCESS_LOCAL_WRITE;
+                                 if (access & kRemoteWrite) f |= IBV_ACCESS_REMOTE_WRITE;
+                                 if (access & kRemoteRead) f |= IBV_ACCESS_REMOTE_READ;
+                                 if (access & kRemoteAtomic) f |= IBV_ACCESS_REMOTE_ATOMIC;
+                                 if (access & kMwBind) f |= IBV_ACCESS_MW_BIND;
+                                 return f;
+                               }());
+  if (!mr) {
+    throw VerbsError(errno, "ibv_reg_mr_iova on node '" + name_ + "' [" + std::to_string(addr) +
+                                ", +" + std::to_string(length) + "): " + strerror(errno));
+  }
+  mrs_.push_back(std::make_unique<IbvMr>(mr, p, addr, length, access));
+  co_return mrs_.back().get();
+}
+
+Task<void> IbvNode::DeregMr(Mr* mr) {
+  for (auto it = mrs_.begin(); it != mrs_.end(); ++it) {
+    if (it->get() != mr) continue;
+    if (const int rc = ibv_dereg_mr((*it)->raw()); rc != 0) {
+      throw VerbsError(rc, "ibv_dereg_mr on node '" + name_ + "': " + strerror(rc));
+    }
+    mrs_.erase(it);
+    co_return;
+  }
+  throw VerbsError(EINVAL, "dereg_mr on node '" + name_ + "': not a live MR here");
+}
+
+Mw* IbvNode::AllocMw(Pd* pd, MwType type) {
+  auto* p = dynamic_cast<IbvPd*>(pd);
+  if (!p) throw VerbsError(EINVAL, "alloc_mw on node '" + name_ + "': not a PD of this backend");
+  ibv_mw* mw = ibv_alloc_mw(p->raw(), type == MwType::kType1 ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2);
+  if (!mw) {
+    throw VerbsError(errno, "ibv_alloc_mw(type " + std::to_string(static_cast<int>(type)) +
+                                ") on node '" + name_ + "' (" + dev_.name + "): " + strerror(errno));
+  }
+  mws_.push_back(std::make_unique<IbvMw>(mw, p, type));
+  return mws_.back().get();
+}
+
+void IbvNode::DeallocMw(Mw* mw) {
+  for (auto it = mws_.begin(); it != mws_.end(); ++it) {
+    if (it->get() != mw) continue;
+    if (const int rc = ibv_dealloc_mw((*it)->raw()); rc != 0) {
+      throw VerbsError(rc, "ibv_dealloc_mw on node '" + name_ + "': " + strerror(rc));
+    }
+    mws_.erase(it);
+    return;
+  }
+  throw VerbsError(EINVAL, "dealloc_mw on node '" + name_ + "': not a live MW here");
+}
+
+Cq* IbvNode::CreateCq(uint32_t capacity, bool ignore_overrun) {
+  // An "ignore overrun" CQ is still drained by the poller (upstream verbs
+  // cannot ignore overruns), so give it room for bursts.
+  const int cqe = std::min<int>(dev_.attr.max_cqe, std::max<uint32_t>(capacity, 256));
+  ibv_cq* cq = ibv_create_cq(dev_.ctx, cqe, nullptr, nullptr, 0);
+  if (!cq) throw VerbsError(errno, "ibv_create_cq on node '" + name_ + "': " + strerror(errno));
+  cqs_.push_back(
+      std::make_unique<IbvCq>(this, cq, static_cast<uint32_t>(cqs_.size() + 1), ignore_overrun));
+  return cqs_.back().get();
+}
+
+Qp* IbvNode::CreateQp(const QpInitAttr& attr) {
+  if (attr.cross_channel || attr.manage_send || attr.manage_recv) {
+    throw VerbsError(EOPNOTSUPP,
+                     "cross-channel QPs (WAIT/SEND_EN/RECV_EN) are not available on device " +
+                         dev_.name + " of node '" + name_ +
+                         "' through upstream rdma-core; they need ConnectX mlx5 cross-channel "
+                         "support");
+  }
+  auto* pd = dynamic_cast<IbvPd*>(attr.pd);
+  auto* scq = dynamic_cast<IbvCq*>(attr.send_cq);
+  auto* rcq = dynamic_cast<IbvCq*>(attr.recv_cq);
+  if (!pd || !scq || !rcq) throw VerbsError(EINVAL, "create_qp: PD or CQ of another backend");
+  ibv_qp_init_attr a = {};
+  a.send_cq = scq->raw();
+  a.recv_cq = rcq->raw();
+  a.qp_type = IBV_QPT_RC;
+  a.sq_sig_all = 0;
+  a.cap.max_send_wr = attr.max_send_wr;
+  a.cap.max_recv_wr = std::max(1u, attr.max_recv_wr);
+  a.cap.max_send_sge = std::max(1u, attr.max_send_sge);
+  a.cap.max_recv_sge = std::max(1u, attr.max_recv_sge);
+  ibv_qp* qp = ibv_create_qp(pd->raw(), &a);
+  if (!qp) {
+    throw VerbsError(errno, "ibv_create_qp on node '" + name_ + "' (" + dev_.name +
+                                ", send_wr=" + std::to_string(attr.max_send_wr) +
+                                "): " + strerror(errno));
+  }
+  qps_.push_back(std::make_unique<IbvQp>(this, qp, attr, a.cap.max_send_wr, a.cap.max_recv_wr));
+  qp_by_num_[qp->qp_num] = qps_.back().get();
+  return qps_.back().get();
+}
+
+Qp* IbvNode::QpByNum(uint32_t qp_num) { return LocalQp(qp_num); }
+
+IbvQp* IbvNode::LocalQp(uint32_t qpn) const {
+  auto it = qp_by_num_.find(qpn);
+  return it == qp_by_num_.end() ? nullptr : it->second;
+}
+
+IbvMr* IbvNode::MrByLkey(uint32_t lkey) const {
+  for (auto& m : mrs_) {
+    if (m->lkey() == lkey) return m.get();
+  }
+  return nullptr;
+}
+
+IbvMw* IbvNode::MwByRkey(uint32_t rkey) const {
+  for (auto& w : mws_) {
+    if ((w->rkey() >> 8) == (rkey >> 8)) return w.get();
+  }
+  return nullptr;
+}
+
+int IbvNode::PumpAsyncEvents() {
+  int n = 0;
+  ibv_async_event ev;
+  while (ibv_get_async_event(dev_.ctx, &ev) == 0) {
+    ++n;
+    switch (ev.event_type) {
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR:
+        if (IbvQp* q = LocalQp(ev.element.qp->qp_num)) q->MarkError();
+        break;
+      default:
+        break;
+    }
+    ibv_ack_async_event(&ev);
+  }
+  return n;
+}
+
+int IbvNode::Pump() {
+  int n = 0;
+  for (auto& c : cqs_) n += c->Pump();
+  return n + PumpAsyncEvents();
+}
+
+// ---- Cluster ----------------------------------------------------------------
+
+std::chrono::milliseconds IbvCluster::DefaultStallLimit() {
+  if (const char* s = std::getenv("DMB_IBV_STALL_MS")) return std::chrono::milliseconds(atol(s));
+  return std::chrono::milliseconds(60000);
+}
+
+IbvCluster::IbvCluster(std::vector<std::string> devices, int gid_index,
+                       std::chrono::milliseconds stall_limit)
+    : devices_(std::move(devices)), gid_index_(gid_index), stall_limit_(stall_limit) {
+  rt_.AddPoller([this] { return PollAll(); });
+}
+
+IbvCluster::~IbvCluster() {
+  rt_.Shutdown();  // coroutine frames may refer to nodes
+  nodes_.clear();
+}
+
+int IbvCluster::PollAll() {
+  int n = 0;
+  for (auto& node : nodes_) {
+    if (auto* in = dynamic_cast<IbvNode*>(node.get())) n += in->Pump();
+  }
+  return n;
+}
+
+Node* IbvCluster::AddNode(const NodeConfig& cfg) {
+  const size_t local = std::count_if(nodes_.begin(), nodes_.end(), [](const auto& n) {
+    return dynamic_cast<IbvNode*>(n.get()) != nullptr;
+  });
+  const std::string dev = devices_.empty() ? "" : devices_[local % devices_.size()];
+  const uint32_t id = static_cast<uint32_t>(nodes_.size());
+  nodes_.push_back(std::make_unique<IbvNode>(this, id, cfg, OpenDevice(dev, gid_index_)));
+  return nodes_.back().get();
+}
+
+Node* IbvCluster::AddRemoteNode(const std::string& name, const PortAddr& port) {
+  const uint32_t id = static_cast<uint32_t>(nodes_.size());
+  nodes_.push_back(std::make_unique<RemoteNode>(id, name, port));
+  return nodes_.back().get();
+}
+
+Node* IbvCluster::node(uint32_t id) {
+  if (id >= nodes_.size()) throw std::out_of_range("no node " + std::to_string(id));
+  return nodes_[id].get();
+}
+
+const PortAddr& IbvCluster::PortOf(uint32_t node_id) const {
+  if (node_id >= nodes_.size()) {
+    throw VerbsError(EINVAL, "RTR needs an existing destination: node " + std::to_string(node_id));
+  }
+  if (auto* in = dynamic_cast<IbvNode*>(nodes_[node_id].get())) return in->device().addr;
+  return static_cast<RemoteNode*>(nodes_[node_id].get())->port();
+}
+
+QpAddr IbvCluster::AddrOf(Qp* qp) const {
+  if (auto* r = dynamic_cast<RemoteQp*>(qp)) return r->addr();
+  auto* q = dynamic_cast<IbvQp*>(qp);
+  if (!q) throw std::invalid_argument("AddrOf: not a QP of the ibv backend");
+  for (auto& n : nodes_) {
+    auto* in = dynamic_cast<IbvNode*>(n.get());
+    if (in && in->LocalQp(q->qp_num()) == q) return QpAddr{in->device().addr, q->qp_num()};
+  }
+  throw std::invalid_argument("AddrOf: QP " + std::to_string(q->qp_num()) + " is not in this cluster");
+}
+
+void IbvCluster::ConnectTo(Qp* qp, const QpAddr& peer) {
+  auto* q = dynamic_cast<IbvQp*>(qp);
+  if (!q) throw std::invalid_argument("ConnectTo: not a local ibv QP");
+  q->ConnectTo(peer);
+}
+
+void IbvCluster::Connect(Qp* a, Qp* b) {
+  auto* ra = dynamic_cast<RemoteQp*>(a);
+  auto* rb = dynamic_cast<RemoteQp*>(b);
+  if (ra && rb) throw std::invalid_argument("Connect: both QPs live in other processes");
+  if (ra) std::swap(a, b), std::swap(ra, rb);
+  const QpAddr addr_a = AddrOf(a), addr_b = AddrOf(b);
+  ConnectTo(a, addr_b);
+  if (rb) {
+    rb->ConnectRemote(addr_a);
+  } else {
+    ConnectTo(b, addr_a);
+  }
+}
+
+// ---- Backend ----------------------------------------------------------------
+
+namespace {
+
+class IbvBackend : public Backend {
+ public:
+  explicit IbvBackend(const BackendOptions& o) : cluster_(o.devices, o.gid_index) {}
+  std::string_view kind() const override { return "ibv"; }
+  Cluster& cluster() override { return cluster_; }
+  void Run(Task<void> task) override { cluster_.Run(std::move(task)); }
+
+ private:
+  IbvCluster cluster_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeIbvBackend(const BackendOptions& opts) {
+  return std::make_unique<IbvBackend>(opts);
+}
+
+}  // namespace dmb::fabric::ibv

@@ -1,0 +1,424 @@
+#include "fabric/ibv/ibv_objects.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace dmb::fabric::ibv {
+namespace {
+
+constexpr uint64_t kRecvTag = 1ull << 63;
+
+int IbvAccess(uint32_t a) {
+  int f = 0;
+  if (a & kLocalWrite) f |= IBV_ACCESS_LOCAL_WRITE;
+  if (a & kRemoteWrite) f |= IBV_ACCESS_REMOTE_WRITE;
+  if (a & kRemoteRead) f |= IBV_ACCESS_REMOTE_READ;
+  if (a & kRemoteAtomic) f |= IBV_ACCESS_REMOTE_ATOMIC;
+  if (a & kMwBind) f |= IBV_ACCESS_MW_BIND;
+  return f;
+}
+
+WcStatus FromIbv(ibv_wc_status s) {
+  switch (s) {
+    case IBV_WC_SUCCESS: return WcStatus::kSuccess;
+    case IBV_WC_LOC_LEN_ERR: return WcStatus::kLocLenErr;
+    case IBV_WC_LOC_QP_OP_ERR: return WcStatus::kLocQpOpErr;
+    case IBV_WC_LOC_PROT_ERR: return WcStatus::kLocProtErr;
+    case IBV_WC_WR_FLUSH_ERR: return WcStatus::kWrFlushErr;
+    case IBV_WC_MW_BIND_ERR: return WcStatus::kMwBindErr;
+    case IBV_WC_REM_INV_REQ_ERR: return WcStatus::kRemInvReqErr;
+    case IBV_WC_REM_ACCESS_ERR: return WcStatus::kRemAccessErr;
+    case IBV_WC_REM_OP_ERR: return WcStatus::kRemOpErr;
+    case IBV_WC_RETRY_EXC_ERR: return WcStatus::kRetryExcErr;
+    case IBV_WC_RNR_RETRY_EXC_ERR: return WcStatus::kRnrRetryExcErr;
+    case IBV_WC_LOC_ACCESS_ERR: return WcStatus::kLocAccessErr;
+    case IBV_WC_BAD_RESP_ERR: return WcStatus::kRemOpErr;
+    default: return WcStatus::kLocQpOpErr;  // general/EEC/RDD errors: a local QP failure
+  }
+}
+
+ibv_qp_state ToIbv(QpState s) {
+  switch (s) {
+    case QpState::kReset: return IBV_QPS_RESET;
+    case QpState::kInit: return IBV_QPS_INIT;
+    case QpState::kRtr: return IBV_QPS_RTR;
+    case QpState::kRts: return IBV_QPS_RTS;
+    case QpState::kErr: return IBV_QPS_ERR;
+  }
+  return IBV_QPS_ERR;
+}
+
+bool Legal(QpState from, QpState to) {
+  if (to == QpState::kErr || to == QpState::kReset) return true;
+  return (from == QpState::kReset && to == QpState::kInit) ||
+         (from == QpState::kInit && to == QpState::kRtr) ||
+         (from == QpState::kRtr && to == QpState::kRts);
+}
+
+}  // namespace
+
+// ---- Memory -----------------------------------------------------------------
+
+IbvMemory::IbvMemory(std::string node_name, uint64_t size)
+    : node_name_(std::move(node_name)), size_(size) {
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (p == MAP_FAILED) {
+    throw VerbsError(errno, "node '" + node_name_ + "': cannot map " + std::to_string(size) +
+                                " bytes of memory: " + strerror(errno));
+  }
+  base_ = static_cast<uint8_t*>(p);
+}
+
+IbvMemory::~IbvMemory() { munmap(base_, size_); }
+
+void IbvMemory::Check(uint64_t addr, uint64_t n, const char* what) const {
+  if (addr > size_ || n > size_ - addr) {
+    throw std::out_of_range(std::string(what) + " [" + std::to_string(addr) + ", +" +
+                            std::to_string(n) + ") outside node '" + node_name_ + "' memory of " +
+                            std::to_string(size_) + " bytes");
+  }
+}
+
+void IbvMemory::Read(uint64_t addr, void* dst, uint64_t n) const {
+  Check(addr, n, "read");
+  std::memcpy(dst, base_ + addr, n);
+}
+
+void IbvMemory::Write(uint64_t addr, const void* src, uint64_t n) {
+  Check(addr, n, "write");
+  std::memcpy(base_ + addr, src, n);
+}
+
+void IbvMemory::Fill(uint64_t addr, uint8_t byte, uint64_t n) {
+  Check(addr, n, "fill");
+  std::memset(base_ + addr, byte, n);
+}
+
+uint64_t IbvMemory::Alloc(uint64_t bytes, uint64_t align) {
+  if (align == 0 || (align & (align - 1)) != 0) {
+    throw std::invalid_argument("Alloc alignment must be a power of two, got " +
+                                std::to_string(align));
+  }
+  const uint64_t start = (next_free_ + align - 1) & ~(align - 1);
+  if (start > size_ || bytes > size_ - start) {
+    throw VerbsError(ENOMEM, "node '" + node_name_ + "' memory exhausted: requested " +
+                                 std::to_string(bytes) + " bytes, " +
+                                 std::to_string(size_ - std::min(size_, start)) + " of " +
+                                 std::to_string(size_) + " free");
+  }
+  next_free_ = start + bytes;
+  return start;
+}
+
+// ---- CQ ---------------------------------------------------------------------
+
+int IbvCq::PollDevice() {
+  ibv_wc wcs[32];
+  const int n = ibv_poll_cq(cq_, 32, wcs);
+  if (n < 0) throw VerbsError(EIO, "ibv_poll_cq failed on CQ " + std::to_string(num_));
+  for (int i = 0; i < n; ++i) {
+    ++total_;
+    IbvQp* qp = node_->LocalQp(wcs[i].qp_num);
+    WorkCompletion wc;
+    if (qp) {
+      qp->Translate(wcs[i], &wc);
+    } else {
+      wc.wr_id = wcs[i].wr_id;
+      wc.status = FromIbv(wcs[i].status);
+      wc.qp_num = wcs[i].qp_num;
+    }
+    wc.timestamp_ps = node_->cluster()->runtime().now();
+    if (!ignore_overrun_) ready_.push_back(wc);
+  }
+  return n;
+}
+
+void IbvCq::Wake() {
+  while (head_ && !ready_.empty()) {
+    Waiter* w = head_;
+    head_ = w->next;
+    if (!head_) tail_ = nullptr;
+    w->wc = ready_.front();
+    ready_.pop_front();
+    node_->cluster()->rt().Ready(w->handle);
+  }
+}
+
+int IbvCq::Pump() {
+  const int n = PollDevice();
+  Wake();
+  return n;
+}
+
+bool IbvCq::TryPop(WorkCompletion* wc) {
+  if (head_) return false;  // earlier waiters go first
+  if (ready_.empty()) PollDevice();
+  if (ready_.empty()) return false;
+  *wc = ready_.front();
+  ready_.pop_front();
+  return true;
+}
+
+void IbvCq::AddWaiter(Waiter* w) {
+  w->next = nullptr;
+  if (tail_) {
+    tail_->next = w;
+  } else {
+    head_ = w;
+  }
+  tail_ = w;
+}
+
+int IbvCq::Poll(std::span<WorkCompletion> out) {
+  if (ready_.empty() || head_) PollDevice();
+  Wake();
+  int n = 0;
+  while (!head_ && !ready_.empty() && n < static_cast<int>(out.size())) {
+    out[n++] = ready_.front();
+    ready_.pop_front();
+  }
+  return n;
+}
+
+// ---- QP ---------------------------------------------------------------------
+
+IbvQp::IbvQp(IbvNode* node, ibv_qp* qp, const QpInitAttr& attr, uint32_t sq_size,
+             uint32_t rq_size)
+    : node_(node), qp_(qp), attr_(attr), sq_meta_(std::max(1u, sq_size)),
+      rq_meta_(std::max(1u, rq_size)) {}
+
+void IbvQp::Refuse(const char* what) const {
+  throw std::logic_error(std::string("ibv: Qp::") + what + " (QP " + std::to_string(qp_num()) +
+                         "): the work queues of a verbs QP live in the provider's memory; "
+                         "WQE-level chains need the mlx5 cross-channel encoders");
+}
+
+void IbvQp::Translate(const ibv_wc& in, WorkCompletion* out) {
+  const bool recv = in.wr_id & kRecvTag;
+  const uint64_t index = in.wr_id & ~kRecvTag;
+  const Meta& m = recv ? rq_meta_[index % rq_meta_.size()] : sq_meta_[index % sq_meta_.size()];
+  out->wr_id = m.wr_id;
+  out->status = FromIbv(in.status);
+  out->qp_num = in.qp_num;
+  out->byte_len = in.byte_len;
+  if (recv) {
+    out->opcode = in.status == IBV_WC_SUCCESS && in.opcode == IBV_WC_RECV_RDMA_WITH_IMM
+                      ? Opcode::kRecvRdmaWithImm
+                      : Opcode::kRecv;
+    ++counters_.recvs_consumed;
+    if (in.status == IBV_WC_SUCCESS) counters_.bytes_received += in.byte_len;
+    if (in.status == IBV_WC_SUCCESS && (in.wc_flags & IBV_WC_WITH_IMM)) {
+      out->with_imm = true;
+      out->imm_data = ntohl(in.imm_data);
+    }
+    if (in.status == IBV_WC_SUCCESS && (in.wc_flags & IBV_WC_WITH_INV)) {
+      out->invalidated_rkey = in.invalidated_rkey;
+    }
+  } else {
+    out->opcode = m.opcode;
+  }
+  if (in.status != IBV_WC_SUCCESS) {
+    ++counters_.errors;
+    state_ = QpState::kErr;  // an RC QP is in ERR after any error completion
+  }
+}
+
+void IbvQp::ModifyRaw(QpState target, const QpAddr* peer) {
+  if (!Legal(state_, target)) {
+    throw VerbsError(EINVAL, "illegal QP transition " + std::string(QpStateName(state_)) +
+                                 " -> " + std::string(QpStateName(target)) + " on QP " +
+                                 std::to_string(qp_num()));
+  }
+  const Device& dev = node_->device();
+  ibv_qp_attr a = {};
+  int mask = IBV_QP_STATE;
+  a.qp_state = ToIbv(target);
+  if (target == QpState::kInit) {
+    a.pkey_index = 0;
+    a.port_num = dev.addr.port;
+    a.qp_access_flags = IbvAccess(attr_.access) & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+    mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+  } else if (target == QpState::kRtr) {
+    a.path_mtu = std::min(dev.addr.active_mtu, peer->port.active_mtu);
+    a.dest_qp_num = peer->qpn;
+    a.rq_psn = 0;
+    a.max_dest_rd_atomic = static_cast<uint8_t>(std::min<uint32_t>(
+        attr_.max_rd_atomic, std::max(1, dev.attr.max_qp_rd_atom)));
+    a.min_rnr_timer = 12;  // 0.64 ms, as the simulator's RNR timer
+    a.ah_attr.port_num = dev.addr.port;
+    a.ah_attr.dlid = peer->port.lid;
+    if (dev.addr.is_roce) {
+      a.ah_attr.is_global = 1;
+      std::memcpy(a.ah_attr.grh.dgid.raw, peer->port.gid, 16);
+      a.ah_attr.grh.sgid_index = dev.addr.gid_index;
+      a.ah_attr.grh.hop_limit = 64;
+    }
+    mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  } else if (target == QpState::kRts) {
+    a.timeout = 14;  // 4.096 us * 2^14 = 67 ms per retry
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.sq_psn = 0;
+    a.max_rd_atomic = static_cast<uint8_t>(std::min<uint32_t>(
+        attr_.max_rd_atomic, std::max(1, dev.attr.max_qp_init_rd_atom)));
+    mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+            IBV_QP_MAX_QP_RD_ATOMIC;
+  }
+  if (const int rc = ibv_modify_qp(qp_, &a, mask); rc != 0) {
+    throw VerbsError(rc, "ibv_modify_qp(QP " + std::to_string(qp_num()) + " " +
+                             std::string(QpStateName(state_)) + " -> " +
+                             std::string(QpStateName(target)) + ") failed: " + strerror(rc));
+  }
+  state_ = target;
+  if (target == QpState::kReset) sq_next_ = rq_next_ = 0;
+}
+
+void IbvQp::Modify(QpState target, const QpAttr& attr) {
+  if (target == QpState::kRtr) {
+    QpAddr peer{node_->cluster()->PortOf(attr.dest_node), attr.dest_qp_num};
+    ModifyRaw(target, &peer);
+  } else {
+    ModifyRaw(target, nullptr);
+  }
+}
+
+void IbvQp::ConnectTo(const QpAddr& peer) {
+  if (state_ != QpState::kReset) ModifyRaw(QpState::kReset, nullptr);
+  ModifyRaw(QpState::kInit, nullptr);
+  ModifyRaw(QpState::kRtr, &peer);
+  ModifyRaw(QpState::kRts, nullptr);
+}
+
+int IbvQp::Post(ibv_send_wr* wr, uint64_t user_wr_id, Opcode op, uint64_t* wqe_index) {
+  const uint64_t index = sq_next_;
+  wr->wr_id = index;
+  ibv_send_wr* bad = nullptr;
+  const int rc = ibv_post_send(qp_, wr, &bad);
+  if (rc != 0) return rc;
+  sq_meta_[index % sq_meta_.size()] = Meta{user_wr_id, op};
+  ++sq_next_;
+  ++counters_.send_wrs_executed;
+  if (wqe_index) *wqe_index = index;
+  return 0;
+}
+
+int IbvQp::PostSend(const SendWr& wr, uint64_t* wqe_index) {
+  if (wr.sg_list.size() > static_cast<size_t>(kMaxSge)) return EINVAL;
+  ibv_sge sges[kMaxSge];
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < wr.sg_list.size(); ++i) {
+    sges[i] = ibv_sge{wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey};
+    bytes += wr.sg_list[i].length;
+  }
+  ibv_send_wr w = {};
+  w.sg_list = sges;
+  w.num_sge = static_cast<int>(wr.sg_list.size());
+  w.send_flags = (wr.flags & kSignaled ? IBV_SEND_SIGNALED : 0) |
+                 (wr.flags & kFence ? IBV_SEND_FENCE : 0);
+  switch (wr.opcode) {
+    case Opcode::kWrite:
+    case Opcode::kWriteWithImm:
+    case Opcode::kRead:
+      w.opcode = wr.opcode == Opcode::kRead    ? IBV_WR_RDMA_READ
+                 : wr.opcode == Opcode::kWrite ? IBV_WR_RDMA_WRITE
+                                               : IBV_WR_RDMA_WRITE_WITH_IMM;
+      w.wr.rdma.remote_addr = wr.remote_addr;
+      w.wr.rdma.rkey = wr.rkey;
+      w.imm_data = htonl(wr.imm_data);
+      break;
+    case Opcode::kSend:
+      w.opcode = IBV_WR_SEND;
+      break;
+    case Opcode::kSendWithInv:
+      w.opcode = IBV_WR_SEND_WITH_INV;
+      w.invalidate_rkey = wr.invalidate_rkey;
+      break;
+    case Opcode::kCmpAndSwp:
+    case Opcode::kFetchAndAdd:
+      w.opcode = wr.opcode == Opcode::kCmpAndSwp ? IBV_WR_ATOMIC_CMP_AND_SWP
+                                                 : IBV_WR_ATOMIC_FETCH_AND_ADD;
+      w.wr.atomic.remote_addr = wr.remote_addr;
+      w.wr.atomic.rkey = wr.rkey;
+      w.wr.atomic.compare_add = wr.compare_add;
+      w.wr.atomic.swap = wr.swap;
+      break;
+    case Opcode::kLocalInv:
+      w.opcode = IBV_WR_LOCAL_INV;
+      w.invalidate_rkey = wr.invalidate_rkey;
+      break;
+    case Opcode::kBindMw: {
+      IbvMw* mw = node_->MwByRkey(wr.bind_mw_rkey);
+      IbvMr* mr = wr.bind_length ? node_->MrByLkey(wr.bind_mr_lkey) : nullptr;
+      if (!mw || mw->type() != MwType::kType2 || mw->rkey() != wr.bind_mw_rkey) return EINVAL;
+      if (wr.bind_length && !mr) return EINVAL;
+      if (wr.bind_qpn != 0 && wr.bind_qpn != qp_num()) return EINVAL;  // no qpn_in_bind
+      w.opcode = IBV_WR_BIND_MW;
+      w.num_sge = 0;
+      w.bind_mw.mw = mw->raw();
+      w.bind_mw.rkey = wr.bind_new_rkey;
+      w.bind_mw.bind_info.mr = mr ? mr->raw() : nullptr;
+      w.bind_mw.bind_info.addr = wr.bind_addr;
+      w.bind_mw.bind_info.length = wr.bind_length;
+      w.bind_mw.bind_info.mw_access_flags = IbvAccess(wr.bind_access);
+      const int rc = Post(&w, wr.wr_id, wr.opcode, wqe_index);
+      if (rc == 0) mw->set_rkey(wr.bind_new_rkey);  // verbs leave type-2 keys to the caller
+      return rc;
+    }
+    default:
+      return EINVAL;  // NOP, WAIT, SEND_EN, RECV_EN, masked FAA: not in upstream verbs
+  }
+  counters_.bytes_sent += wr.opcode == Opcode::kRead ? 0 : bytes;
+  return Post(&w, wr.wr_id, wr.opcode, wqe_index);
+}
+
+int IbvQp::PostRecv(const RecvWr& wr, uint64_t* wqe_index) {
+  if (wr.sg_list.size() > static_cast<size_t>(kMaxSge)) return EINVAL;
+  ibv_sge sges[kMaxSge];
+  for (size_t i = 0; i < wr.sg_list.size(); ++i) {
+    sges[i] = ibv_sge{wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey};
+  }
+  const uint64_t index = rq_next_;
+  ibv_recv_wr w = {};
+  w.wr_id = index | kRecvTag;
+  w.sg_list = sges;
+  w.num_sge = static_cast<int>(wr.sg_list.size());
+  ibv_recv_wr* bad = nullptr;
+  const int rc = ibv_post_recv(qp_, &w, &bad);
+  if (rc != 0) return rc;
+  rq_meta_[index % rq_meta_.size()] = Meta{wr.wr_id, Opcode::kRecv};
+  ++rq_next_;
+  if (wqe_index) *wqe_index = index;
+  return 0;
+}
+
+int IbvQp::BindMw(Mw* mw, uint64_t wr_id, Mr* mr, uint64_t addr, uint64_t length,
+                  uint32_t access, uint32_t new_rkey, uint8_t flags) {
+  auto* m = dynamic_cast<IbvMw*>(mw);
+  if (!m || m->type() != MwType::kType1) return EINVAL;
+  // ibv_bind_mw picks the next key itself.
+  if (new_rkey != ibv_inc_rkey(m->rkey())) return EINVAL;
+  auto* r = mr ? dynamic_cast<IbvMr*>(mr) : nullptr;
+  if (mr && !r) return EINVAL;
+  ibv_mw_bind b = {};
+  b.wr_id = sq_next_;
+  b.send_flags = (flags & kSignaled ? IBV_SEND_SIGNALED : 0) | (flags & kFence ? IBV_SEND_FENCE : 0);
+  b.bind_info.mr = r ? r->raw() : nullptr;
+  b.bind_info.addr = r ? addr : 0;
+  b.bind_info.length = r ? length : 0;
+  b.bind_info.mw_access_flags = IbvAccess(access);
+  const int rc = ibv_bind_mw(qp_, m->raw(), &b);
+  if (rc != 0) return rc;
+  sq_meta_[sq_next_ % sq_meta_.size()] = Meta{wr_id, Opcode::kBindMw};
+  ++sq_next_;
+  ++counters_.send_wrs_executed;
+  return 0;
+}
+
+}  // namespace dmb::fabric::ibv

@@ -1,0 +1,250 @@
+// Internal: the ibv backend's implementations of the fabric objects.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "fabric/ibv/ibv_cluster.h"
+
+namespace dmb::fabric::ibv {
+
+class IbvNode;
+
+// One anonymous mapping; addresses are offsets into it (0 stays unused).
+class IbvMemory : public Memory {
+ public:
+  IbvMemory(std::string node_name, uint64_t size);
+  ~IbvMemory() override;
+  uint64_t size_bytes() const override { return size_; }
+  void Read(uint64_t addr, void* dst, uint64_t n) const override;
+  void Write(uint64_t addr, const void* src, uint64_t n) override;
+  void Fill(uint64_t addr, uint8_t byte, uint64_t n) override;
+  uint64_t Alloc(uint64_t bytes, uint64_t align) override;
+  uint64_t resident_bytes() const override { return next_free_; }
+  uint8_t* host(uint64_t addr) const { return base_ + addr; }
+
+ private:
+  void Check(uint64_t addr, uint64_t n, const char* what) const;
+  std::string node_name_;
+  uint8_t* base_ = nullptr;
+  uint64_t size_;
+  uint64_t next_free_ = 4096;
+};
+
+// Real CPU work is the code that runs: declared costs take no time.
+class IbvCpu : public Cpu {
+ public:
+  explicit IbvCpu(int cores) : cores_(cores) {}
+  int cores() const override { return cores_; }
+  Ps busy_ps() const override { return 0; }
+  double PeakBusyFraction(Ps, Ps) const override { return 0; }
+  std::vector<std::pair<std::string, Ps>> BusyByCost() const override { return {}; }
+
+ protected:
+  void Submit(std::coroutine_handle<> h, CpuCost, uint64_t) override { h.resume(); }
+
+ private:
+  int cores_;
+};
+
+class IbvPd : public Pd {
+ public:
+  IbvPd(ibv_pd* pd, uint32_t handle) : pd_(pd), handle_(handle) {}
+  uint32_t handle() const override { return handle_; }
+  ibv_pd* raw() const { return pd_; }
+
+ private:
+  ibv_pd* pd_;
+  uint32_t handle_;
+};
+
+class IbvMr : public Mr {
+ public:
+  IbvMr(ibv_mr* mr, IbvPd* pd, uint64_t addr, uint64_t len, uint32_t access)
+      : mr_(mr), pd_(pd), addr_(addr), len_(len), access_(access) {}
+  uint64_t addr() const override { return addr_; }
+  uint64_t length() const override { return len_; }
+  uint32_t lkey() const override { return mr_->lkey; }
+  uint32_t rkey() const override { return mr_->rkey; }
+  uint32_t access() const override { return access_; }
+  Pd* pd() const override { return pd_; }
+  ibv_mr* raw() const { return mr_; }
+
+ private:
+  ibv_mr* mr_;
+  IbvPd* pd_;
+  uint64_t addr_, len_;
+  uint32_t access_;
+};
+
+class IbvMw : public Mw {
+ public:
+  IbvMw(ibv_mw* mw, IbvPd* pd, MwType type) : mw_(mw), pd_(pd), type_(type) {}
+  MwType type() const override { return type_; }
+  uint32_t rkey() const override { return mw_->rkey; }
+  Pd* pd() const override { return pd_; }
+  ibv_mw* raw() const { return mw_; }
+  void set_rkey(uint32_t k) { mw_->rkey = k; }
+
+ private:
+  ibv_mw* mw_;
+  IbvPd* pd_;
+  MwType type_;
+};
+
+class IbvQp;
+
+class IbvCq : public Cq {
+ public:
+  IbvCq(IbvNode* node, ibv_cq* cq, uint32_t num, bool ignore_overrun)
+      : node_(node), cq_(cq), num_(num), ignore_overrun_(ignore_overrun) {}
+  uint32_t cq_num() const override { return num_; }
+  uint64_t total_completions() const override { return total_; }
+  int Poll(std::span<WorkCompletion> out) override;
+  // Drains the device CQ and wakes waiting coroutines; returns how many
+  // completions arrived.
+  int Pump();
+  ibv_cq* raw() const { return cq_; }
+
+ protected:
+  bool TryPop(WorkCompletion* wc) override;
+  void AddWaiter(Waiter* w) override;
+
+ private:
+  int PollDevice();
+  void Wake();
+  IbvNode* node_;
+  ibv_cq* cq_;
+  uint32_t num_;
+  bool ignore_overrun_;
+  uint64_t total_ = 0;
+  std::deque<WorkCompletion> ready_;
+  Waiter* head_ = nullptr;
+  Waiter* tail_ = nullptr;
+};
+
+class IbvQp : public Qp {
+ public:
+  IbvQp(IbvNode* node, ibv_qp* qp, const QpInitAttr& attr, uint32_t sq_size, uint32_t rq_size);
+  uint32_t qp_num() const override { return qp_->qp_num; }
+  QpState state() const override { return state_; }
+  Pd* pd() const override { return attr_.pd; }
+  void Modify(QpState target, const QpAttr& attr = {}) override;
+  int PostSend(const SendWr& wr, uint64_t* wqe_index = nullptr) override;
+  int PostRecv(const RecvWr& wr, uint64_t* wqe_index = nullptr) override;
+  int BindMw(Mw* mw, uint64_t wr_id, Mr* mr, uint64_t addr, uint64_t length, uint32_t access,
+             uint32_t new_rkey, uint8_t flags = kSignaled) override;
+  uint64_t next_send_index() const override { return sq_next_; }
+  uint64_t next_recv_index() const override { return rq_next_; }
+  uint64_t SendWqeAddr(uint64_t) const override { Refuse("SendWqeAddr"); }
+  uint64_t RecvWqeAddr(uint64_t) const override { Refuse("RecvWqeAddr"); }
+  uint32_t wq_lkey() const override { Refuse("wq_lkey"); }
+  uint32_t send_wqe_stride() const override { Refuse("send_wqe_stride"); }
+  uint32_t recv_wqe_stride() const override { Refuse("recv_wqe_stride"); }
+  uint32_t send_ring_size() const override { return static_cast<uint32_t>(sq_meta_.size()); }
+  uint32_t recv_ring_size() const override { return static_cast<uint32_t>(rq_meta_.size()); }
+  uint64_t recv_doorbell_addr() const override { Refuse("recv_doorbell_addr"); }
+  const QpCounters& counters() const override { return counters_; }
+
+  // Moves RESET -> INIT -> RTR -> RTS toward `peer`.
+  void ConnectTo(const QpAddr& peer);
+  // Restores the caller's wr_id/opcode of a device completion.
+  void Translate(const ibv_wc& in, WorkCompletion* out);
+  void MarkError() { state_ = QpState::kErr; }
+  ibv_qp* raw() const { return qp_; }
+
+ private:
+  struct Meta {
+    uint64_t wr_id = 0;
+    Opcode opcode = Opcode::kNop;
+  };
+  [[noreturn]] void Refuse(const char* what) const;
+  void ModifyRaw(QpState target, const QpAddr* peer);
+  int Post(ibv_send_wr* wr, uint64_t user_wr_id, Opcode op, uint64_t* wqe_index);
+
+  IbvNode* node_;
+  ibv_qp* qp_;
+  QpInitAttr attr_;
+  QpState state_ = QpState::kReset;
+  std::vector<Meta> sq_meta_, rq_meta_;
+  uint64_t sq_next_ = 0, rq_next_ = 0;
+  QpCounters counters_;
+};
+
+class IbvNode : public Node {
+ public:
+  IbvNode(IbvCluster* cluster, uint32_t id, const NodeConfig& cfg, Device dev);
+  ~IbvNode() override;
+  uint32_t id() const override { return id_; }
+  const std::string& name() const override { return name_; }
+  Memory& memory() override { return mem_; }
+  Cpu& cpu() override { return cpu_; }
+  CpuCost Cost(std::string_view name) const override;
+  Pd* AllocPd() override;
+  Task<Mr*> RegMr(Pd* pd, uint64_t addr, uint64_t length, uint32_t access) override;
+  Task<void> DeregMr(Mr* mr) override;
+  Mw* AllocMw(Pd* pd, MwType type) override;
+  void DeallocMw(Mw* mw) override;
+  Cq* CreateCq(uint32_t capacity, bool ignore_overrun = false) override;
+  Qp* CreateQp(const QpInitAttr& attr) override;
+  Qp* QpByNum(uint32_t qp_num) override;
+  DeviceCaps caps() const override { return dev_.caps; }
+
+  IbvQp* LocalQp(uint32_t qpn) const;
+  IbvMr* MrByLkey(uint32_t lkey) const;
+  IbvMw* MwByRkey(uint32_t rkey) const;
+  const Device& device() const { return dev_; }
+  IbvCluster* cluster() const { return cluster_; }
+  // Polls every CQ and the device's asynchronous events.
+  int Pump();
+
+ private:
+  int PumpAsyncEvents();
+  IbvCluster* cluster_;
+  uint32_t id_;
+  std::string name_;
+  Device dev_;
+  IbvMemory mem_;
+  IbvCpu cpu_;
+  std::vector<std::unique_ptr<IbvPd>> pds_;
+  std::vector<std::unique_ptr<IbvMr>> mrs_;
+  std::vector<std::unique_ptr<IbvMw>> mws_;
+  std::vector<std::unique_ptr<IbvCq>> cqs_;
+  std::vector<std::unique_ptr<IbvQp>> qps_;
+  std::unordered_map<uint32_t, IbvQp*> qp_by_num_;
+  mutable std::unordered_map<std::string, uint32_t> cost_ids_;
+};
+
+// A node of another process: only its identity and port are known here.
+class RemoteNode : public Node {
+ public:
+  RemoteNode(uint32_t id, std::string name, PortAddr port)
+      : id_(id), name_(std::move(name)), port_(port) {}
+  uint32_t id() const override { return id_; }
+  const std::string& name() const override { return name_; }
+  const PortAddr& port() const { return port_; }
+  Memory& memory() override { Refuse("memory"); }
+  Cpu& cpu() override { Refuse("cpu"); }
+  CpuCost Cost(std::string_view) const override { Refuse("Cost"); }
+  Pd* AllocPd() override { Refuse("AllocPd"); }
+  Task<Mr*> RegMr(Pd*, uint64_t, uint64_t, uint32_t) override { Refuse("RegMr"); }
+  Task<void> DeregMr(Mr*) override { Refuse("DeregMr"); }
+  Mw* AllocMw(Pd*, MwType) override { Refuse("AllocMw"); }
+  void DeallocMw(Mw*) override { Refuse("DeallocMw"); }
+  Cq* CreateCq(uint32_t, bool) override { Refuse("CreateCq"); }
+  Qp* CreateQp(const QpInitAttr&) override { Refuse("CreateQp"); }
+  Qp* QpByNum(uint32_t) override { Refuse("QpByNum"); }
+
+ private:
+  [[noreturn]] void Refuse(const char* what) const;
+  uint32_t id_;
+  std::string name_;
+  PortAddr port_;
+};
+
+}  // namespace dmb::fabric::ibv

@@ -1,0 +1,127 @@
+#include "fabric/ibv/ibv_runtime.h"
+
+#include <sched.h>
+
+#include <string>
+
+namespace dmb::fabric::ibv {
+namespace {
+
+// A spawned task's owner (as in the simulator): registered while alive,
+// records an escaping exception, frees itself when the task finishes.
+struct Root {
+  struct promise_type {
+    IbvRuntime* rt;
+    promise_type(IbvRuntime* r, Task<void>&) : rt(r) {
+      rt->AddRoot(std::coroutine_handle<promise_type>::from_promise(*this).address());
+    }
+    ~promise_type() {
+      rt->RemoveRoot(std::coroutine_handle<promise_type>::from_promise(*this).address());
+    }
+    Root get_return_object() {
+      return Root{std::coroutine_handle<promise_type>::from_promise(*this)};
+    }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    std::suspend_never final_suspend() noexcept { return {}; }
+    void return_void() {}
+    void unhandled_exception() { rt->RecordException(std::current_exception()); }
+  };
+  std::coroutine_handle<promise_type> handle;
+};
+
+Root RunRoot(IbvRuntime*, Task<void> task) { co_await task; }
+
+}  // namespace
+
+IbvRuntime::IbvRuntime() : start_(std::chrono::steady_clock::now()) {}
+
+IbvRuntime::~IbvRuntime() { Shutdown(); }
+
+void IbvRuntime::Shutdown() {
+  ready_.clear();
+  while (!timers_.empty()) timers_.pop();
+  while (!roots_.empty()) {
+    std::coroutine_handle<>::from_address(*roots_.begin()).destroy();  // unregisters itself
+  }
+}
+
+Ps IbvRuntime::now() const {
+  const auto d = std::chrono::steady_clock::now() - start_;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count() * 1000;
+}
+
+void IbvRuntime::Spawn(Task<void> task) { ready_.push_back(RunRoot(this, std::move(task)).handle); }
+
+void IbvRuntime::ResumeAt(std::coroutine_handle<> h, Ps t) {
+  if (t <= now()) {
+    ready_.push_back(h);
+  } else {
+    timers_.push(Timer{t, timer_seq_++, h});
+  }
+}
+
+int IbvRuntime::RunReady() {
+  int n = 0;
+  // Only what is ready now: coroutines readied while running wait for the
+  // next turn, so pollers still run between them.
+  for (size_t k = ready_.size(); k > 0 && !exception_; --k) {
+    auto h = ready_.front();
+    ready_.pop_front();
+    h.resume();
+    ++n;
+  }
+  return n;
+}
+
+int IbvRuntime::FireTimers() {
+  int n = 0;
+  const Ps t = now();
+  while (!timers_.empty() && timers_.top().t <= t) {
+    ready_.push_back(timers_.top().h);
+    timers_.pop();
+    ++n;
+  }
+  return n;
+}
+
+void IbvRuntime::Run(Task<void> task, std::chrono::milliseconds stall_limit) {
+  bool done = false;
+  auto wrapper = [](Task<void> t, bool* flag) -> Task<void> {
+    co_await t;
+    *flag = true;
+  };
+  Spawn(wrapper(std::move(task), &done));
+  auto last_progress = std::chrono::steady_clock::now();
+  uint64_t idle_turns = 0;
+  while (!done && !exception_) {
+    int progress = RunReady();
+    for (auto& p : pollers_) progress += p();
+    FireTimers();  // timers alone are not progress (periodic services tick forever)
+    if (progress > 0) {
+      last_progress = std::chrono::steady_clock::now();
+      idle_turns = 0;
+      continue;
+    }
+    if (ready_.empty() && timers_.empty() && roots_.empty()) break;
+    if (++idle_turns % 1024 == 0) {
+      if (std::chrono::steady_clock::now() - last_progress > stall_limit) {
+        throw StallError("ibv: no completion and no progress for " +
+                         std::to_string(stall_limit.count()) + " ms (" +
+                         std::to_string(roots_.size()) +
+                         " tasks suspended): a work request never completed or a peer is "
+                         "gone; raise DMB_IBV_STALL_MS if the device is just slow");
+      }
+      sched_yield();
+    }
+  }
+  if (exception_) {
+    auto e = exception_;
+    exception_ = nullptr;
+    std::rethrow_exception(e);
+  }
+  if (!done) {
+    throw std::runtime_error("ibv: the task is blocked forever (nothing left to run or poll)");
+  }
+}
+
+}  // namespace dmb::fabric::ibv

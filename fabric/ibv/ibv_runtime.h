@@ -1,0 +1,80 @@
+// IbvRuntime: the coroutine scheduler of the ibv backend. One OS thread (the
+// one calling Run) polls every CQ of the process and resumes the coroutines
+// waiting on them, fires timers and runs spawned tasks: the same coroutines
+// the simulator drives, driven by real completions and the wall clock.
+//
+// Contract:
+//  - now() is wall-clock time since the runtime was created (steady clock).
+//  - Run(task) returns when `task` finishes (background services may still
+//    be suspended) and rethrows the first exception of any spawned task.
+//  - A run that makes no progress (no completion, no coroutine resumed) for
+//    `stall_limit` while the task is unfinished throws a StallError naming
+//    what is still pending: a lost completion never hangs a test.
+#pragma once
+
+#include <chrono>
+#include <coroutine>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <queue>
+#include <stdexcept>
+#include <unordered_set>
+#include <vector>
+
+#include "fabric/node.h"
+
+namespace dmb::fabric::ibv {
+
+class StallError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class IbvRuntime : public Runtime {
+ public:
+  IbvRuntime();
+  ~IbvRuntime() override;
+
+  Ps now() const override;
+  void Spawn(Task<void> task) override;
+  void Ready(std::coroutine_handle<> h) { ready_.push_back(h); }
+
+  // Something to poll on every loop turn (CQs, async events); returns the
+  // number of events it handled (0 = idle).
+  using Poller = std::function<int()>;
+  void AddPoller(Poller p) { pollers_.push_back(std::move(p)); }
+
+  void Run(Task<void> task, std::chrono::milliseconds stall_limit);
+  // Destroys every unfinished spawned task (like the simulator's Shutdown).
+  void Shutdown();
+
+  void AddRoot(void* frame) { roots_.insert(frame); }
+  void RemoveRoot(void* frame) { roots_.erase(frame); }
+  void RecordException(std::exception_ptr e) {
+    if (!exception_) exception_ = e;
+  }
+
+ protected:
+  void ResumeAt(std::coroutine_handle<> h, Ps t) override;
+
+ private:
+  struct Timer {
+    Ps t;
+    uint64_t seq;
+    std::coroutine_handle<> h;
+    bool operator>(const Timer& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+  };
+  int RunReady();
+  int FireTimers();
+
+  std::chrono::steady_clock::time_point start_;
+  std::deque<std::coroutine_handle<>> ready_;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  uint64_t timer_seq_ = 0;
+  std::vector<Poller> pollers_;
+  std::unordered_set<void*> roots_;
+  std::exception_ptr exception_;
+};
+
+}  // namespace dmb::fabric::ibv
