@@ -4,7 +4,11 @@
 //   dmbench profile   [--profile cx5]            the profile's values and sources
 //   dmbench systems                                approaches and their knobs
 //   dmbench micro alloc --system NAME [--set K=V]... [--threads N] [--cns N]
-//                       [--mn-cores N|unlimited] [--json]
+//                       [--mn-cores N|unlimited] [--json] [--backend sim|ibv ...]
+//   dmbench micro access --system NAME [--size 64] [--threads N] [--backend ...]
+//   dmbench devices                                RDMA devices and capabilities
+//   dmbench mn --system NAME [--set K=V]... [--device D] [--port P]   MN daemon
+//   dmbench cn --mn HOST:PORT --system NAME ...    CN workers against a daemon
 #include <fmt/core.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,7 +19,12 @@
 #include <string>
 
 #include "fabric/sim/profile.h"
+#include "microbench/access_bench.h"
 #include "microbench/alloc_bench.h"
+#ifdef DMB_HAVE_IBV
+#include "fabric/ibv/ibv_device.h"
+#include "systems/remote/mn_daemon.h"
+#endif
 #include "microbench/primitives.h"
 #include "systems/registry.h"
 
@@ -101,11 +110,120 @@ struct MicroArgs {
   std::string pool = "1GB";
   bool json = false;
   uint64_t seed = 1;
+  std::string backend = "sim";
+  std::vector<std::string> devices;
+  std::string mn;  // ibv: "" (MN in this process), "spawn" or HOST:PORT
+  std::string mn_device;
+  uint32_t size = 64;
+  bool write = false;
 };
+
+void ApplyBackend(const MicroArgs& a, dmb::microbench::TestbedSpec* bed) {
+  bed->backend = a.backend;
+  bed->devices = a.devices;
+  bed->mn_endpoint = a.mn;
+  bed->mn_device = a.mn_device;
+  if (a.backend == "sim" && (!a.mn.empty() || !a.devices.empty())) {
+    throw dmb::systems::ConfigError("--mn and --devices need --backend ibv");
+  }
+}
+
+void AddBackendOptions(CLI::App* c, MicroArgs* a) {
+  c->add_option("--backend", a->backend,
+                "sim (deterministic simulated cluster) or ibv (real RDMA devices; times are wall "
+                "clock)")
+      ->check(CLI::IsMember({"sim", "ibv"}))
+      ->capture_default_str();
+  c->add_option("--devices", a->devices,
+                "ibv: RDMA devices of this process's nodes, round robin (default: the first)")
+      ->delimiter(',');
+  c->add_option("--mn", a->mn,
+                "ibv: where the MN runs: omitted = in this process; 'spawn' = start a `dmbench "
+                "mn` daemon; HOST:PORT = a running daemon");
+  c->add_option("--mn-device", a->mn_device, "ibv with --mn spawn: the daemon's RDMA device");
+}
+
+int MicroAccess(const MicroArgs& a) {
+  dmb::microbench::AccessBenchSpec spec;
+  spec.bed.system = a.system;
+  for (const auto& s : a.sets) spec.bed.knobs.insert(dmb::systems::SplitAssignment(s));
+  spec.bed.cns = a.cns;
+  spec.bed.seed = a.seed;
+  const auto pool = dmb::systems::ParseSize(a.pool);
+  if (!pool) throw dmb::systems::ConfigError("--pool: expected a size like 256MB, got \"" + a.pool + "\"");
+  spec.bed.pool_bytes = *pool;
+  ApplyBackend(a, &spec.bed);
+  spec.ops_per_thread = a.ops;
+  spec.size_bytes = a.size;
+  spec.write = a.write;
+  const std::vector<int> threads = a.threads.empty() ? std::vector<int>{1} : a.threads;
+  std::vector<dmb::microbench::AccessBenchResult> results;
+  for (int t : threads) {
+    spec.threads = t;
+    if (!a.json) {
+      fmt::print(stderr, "{} on {}: {} thread(s) x {} CN(s), {} B {}s x {}...\n", a.system,
+                 a.backend, t, a.cns, a.size, a.write ? "WRITE" : "READ", a.ops);
+    }
+    results.push_back(dmb::microbench::RunAccessBench(spec));
+  }
+  if (a.json) {
+    fmt::print("[\n");
+    for (size_t i = 0; i < results.size(); ++i) {
+      const auto& r = results[i];
+      fmt::print(
+          "{}  {{\"system\": \"{}\", \"knobs\": \"{}\", \"backend\": \"{}\", \"threads\": {}, "
+          "\"cns\": {}, \"op\": \"{}\", \"size_bytes\": {}, \"count\": {}, \"lat_us_p50\": {:.4f}, "
+          "\"lat_us_p99\": {:.4f}, \"lat_us_mean\": {:.4f}, \"mops\": {:.6f}}}",
+          i ? ",\n" : "", r.system, JsonEscape(r.knobs), r.backend, r.threads, r.cns, r.op.op,
+          r.size_bytes, r.op.count, r.op.lat_us_p50, r.op.lat_us_p99, r.op.lat_us_mean, r.mops);
+    }
+    fmt::print("\n]\n");
+    return 0;
+  }
+  fmt::print("{:<10} {:<4} {:>7} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10}\n", "system", "back",
+             "threads", "op", "bytes", "p50_us", "p99_us", "mean_us", "Mops");
+  for (const auto& r : results) {
+    fmt::print("{:<10} {:<4} {:>7} {:>6} {:>6} {:>10.2f} {:>10.2f} {:>10.2f} {:>10.4f}\n", r.system,
+               r.backend, r.threads * r.cns, r.op.op, r.size_bytes, r.op.lat_us_p50,
+               r.op.lat_us_p99, r.op.lat_us_mean, r.mops);
+  }
+  return 0;
+}
+
+int ListDevices() {
+#ifdef DMB_HAVE_IBV
+  const auto devs = dmb::fabric::ibv::ListDevices();
+  if (devs.empty()) {
+    fmt::print(
+        "no RDMA devices (ibv_get_device_list found none).\n"
+        "On a machine without RDMA use the simulator (the default), or run the Soft-RoCE tier:\n"
+        "  make test-rxe\n");
+    return 1;
+  }
+  for (const auto& d : devs) {
+    auto yn = [](bool b) { return b ? "yes" : "no"; };
+    fmt::print("{}: {} port {} mtu {} gid[{}] {}\n", d.name, d.transport, d.port_state,
+               d.active_mtu_bytes, d.gid_index, d.gid);
+    fmt::print("  max_qp_wr {}  max_mr {}  max_mw {}  max_qp_rd_atom {}  max_mr_size {}\n",
+               d.max_qp_wr, d.max_mr, d.max_mw, d.max_qp_rd_atom, d.max_mr_size);
+    fmt::print(
+        "  mw_type1 {}  mw_type2 {}  atomics {}  masked_atomics {}  cross_channel {}  "
+        "qpn_in_bind {}\n",
+        yn(d.caps.mw_type1), yn(d.caps.mw_type2), yn(d.caps.atomics), yn(d.caps.masked_atomics),
+        yn(d.caps.cross_channel), yn(d.caps.qpn_in_bind));
+    for (const auto& n : d.notes) fmt::print("  note: {}\n", n);
+  }
+  return 0;
+#else
+  fmt::print(stderr, "dmbench was built without libibverbs (apt-get install libibverbs-dev)\n");
+  return 1;
+#endif
+}
 
 int MicroAlloc(const MicroArgs& a) {
   dmb::microbench::AllocBenchSpec spec;
   spec.bed.system = a.system;
+  ApplyBackend(a, &spec.bed);
   for (const auto& s : a.sets) spec.bed.knobs.insert(dmb::systems::SplitAssignment(s));
   spec.bed.cns = a.cns;
   spec.bed.seed = a.seed;
@@ -220,6 +338,71 @@ int main(int argc, char** argv) {
                   "JSON records: system, threads, op, lat_us_p50, lat_us_p99, lat_us_mean, "
                   "mn_cpu_busy_frac, ...");
 
+  alloc->add_option("--mn-device", micro_args.mn_device, "ibv with --mn spawn: the daemon's device");
+  alloc->add_option("--backend", micro_args.backend, "sim or ibv (real RDMA devices)")
+      ->check(CLI::IsMember({"sim", "ibv"}))
+      ->capture_default_str();
+  alloc->add_option("--devices", micro_args.devices, "ibv: RDMA devices of this process's nodes")
+      ->delimiter(',');
+  alloc->add_option("--mn", micro_args.mn,
+                    "ibv: omitted = MN in this process; 'spawn' = start a daemon; HOST:PORT");
+
+  MicroArgs access_args;
+  access_args.ops = 10000;
+  access_args.pool = "256MB";
+  auto* access = micro->add_subcommand(
+      "access",
+      "One-sided READ (or WRITE) latency and rate through an allocated chunk, one operation\n"
+      "outstanding per thread. With --backend ibv, compare with perftest on the same device\n"
+      "(ib_read_lat / ib_read_bw) to see dmbench's overhead above raw verbs.");
+  access->add_option("--system", access_args.system, "Approach")->default_val("static_mr");
+  access->add_option("--set", access_args.sets, "Knob as KNOB=VALUE");
+  access->add_option("--threads", access_args.threads, "CN threads per CN (repeatable)");
+  access->add_option("--cns", access_args.cns, "Compute nodes")->capture_default_str();
+  access->add_option("--ops", access_args.ops, "Measured operations per thread")
+      ->capture_default_str();
+  access->add_option("--size", access_args.size, "Bytes per operation")->capture_default_str();
+  access->add_flag("--write", access_args.write, "WRITE instead of READ");
+  access->add_option("--pool", access_args.pool, "MN memory the approach manages (one chunk per thread)")
+      ->capture_default_str();
+  access->add_option("--seed", access_args.seed, "Root seed (sim)")->capture_default_str();
+  access->add_flag("--json", access_args.json, "JSON records");
+  AddBackendOptions(access, &access_args);
+
+  auto* devices = app.add_subcommand("devices", "List RDMA devices and what each can do");
+
+#ifdef DMB_HAVE_IBV
+  dmb::systems::remote::MnDaemonOptions mn_opts;
+  std::vector<std::string> mn_sets;
+  std::string mn_pool = "256MB";
+  auto* mn = app.add_subcommand(
+      "mn",
+      "Run an approach's MN side on a real RDMA device and serve CN processes (`dmbench cn`,\n"
+      "`dmbench micro ... --backend ibv --mn HOST:PORT`) until one sends `shutdown`.");
+  mn->add_option("--system", mn_opts.system, "Approach (see `dmbench systems`)")->required();
+  mn->add_option("--set", mn_sets, "Knob as KNOB=VALUE");
+  mn->add_option("--device", mn_opts.device, "RDMA device (default: the first)");
+  mn->add_option("--port", mn_opts.port, "TCP port of the bootstrap channel (0 = any)")
+      ->capture_default_str();
+  mn->add_option("--port-file", mn_opts.port_file, "Write the chosen port to this file");
+  mn->add_option("--pool", mn_pool, "MN memory the approach manages")->capture_default_str();
+  mn->add_option("--mn-cores", mn_opts.mn_cores, "RPC worker coroutines")->capture_default_str();
+  mn->add_flag("--verbose", mn_opts.verbose, "Log every bootstrap request");
+
+  MicroArgs cn_args;
+  auto* cn = app.add_subcommand(
+      "cn",
+      "CN workers against a running `dmbench mn` daemon: the allocation benchmark, then the\n"
+      "access benchmark, over real verbs.");
+  cn->add_option("--mn", cn_args.mn, "The daemon's HOST:PORT")->required();
+  cn->add_option("--system", cn_args.system, "Approach (must match the daemon's)")->required();
+  cn->add_option("--set", cn_args.sets, "Knobs (must match the daemon's)");
+  cn->add_option("--devices", cn_args.devices, "This process's RDMA device(s)")->delimiter(',');
+  cn->add_option("--threads", cn_args.threads, "CN threads (repeatable)");
+  cn->add_option("--ops", cn_args.ops, "Operations per thread")->capture_default_str();
+  cn->add_flag("--json", cn_args.json, "JSON records");
+#endif
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -230,6 +413,25 @@ int main(int argc, char** argv) {
     if (*prof) return ShowProfile(profile);
     if (*sys) return ListSystems();
     if (*alloc) return MicroAlloc(micro_args);
+    if (*access) return MicroAccess(access_args);
+    if (*devices) return ListDevices();
+#ifdef DMB_HAVE_IBV
+    if (*mn) {
+      for (const auto& s : mn_sets) mn_opts.knobs.insert(dmb::systems::SplitAssignment(s));
+      const auto pool = dmb::systems::ParseSize(mn_pool);
+      if (!pool) throw dmb::systems::ConfigError("--pool: expected a size like 256MB, got \"" + mn_pool + "\"");
+      mn_opts.pool_bytes = *pool;
+      return dmb::systems::remote::RunMnDaemon(mn_opts);
+    }
+    if (*cn) {
+      cn_args.backend = "ibv";
+      cn_args.pool = "256MB";
+      if (cn_args.threads.empty()) cn_args.threads = {1};
+      if (const int rc = MicroAlloc(cn_args); rc != 0) return rc;
+      cn_args.ops = std::max(cn_args.ops, 1000);
+      return MicroAccess(cn_args);
+    }
+#endif
   } catch (const std::exception& e) {
     fmt::print(stderr, "dmbench: error: {}\n", e.what());
     return 2;

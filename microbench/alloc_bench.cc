@@ -30,7 +30,7 @@ OpStats Summarize(const char* op, const Histogram& h, uint64_t fails) {
 
 Task<void> Thread(Testbed* tb, uint32_t cn_i, const AllocBenchSpec* spec, int batch, Shared* sh) {
   systems::CnSide& cn = tb->cn(cn_i);
-  fabric::Runtime& rt = tb->cluster().runtime();
+  fabric::Runtime& rt = tb->runtime();
   systems::AccessGroup* g = co_await cn.OpenGroup(1, 4096);
   std::vector<systems::Chunk> held;
   const int total = spec->warmup_per_thread + spec->ops_per_thread;
@@ -74,8 +74,10 @@ AllocBenchResult RunAllocBench(const AllocBenchSpec& spec) {
         " threads need to hold one each; use a larger --pool or a smaller granularity");
   }
   Shared sh;
-  fabric::Cpu& mn_cpu = tb.mn_node()->cpu();
-  const Ps busy0 = mn_cpu.busy_ps();
+  // A remote MN (ibv, `dmbench mn` daemon) keeps its CPU to itself.
+  const bool mn_local = spec.bed.mn_endpoint.empty();
+  fabric::Cpu* mn_cpu = mn_local ? &tb.mn_node()->cpu() : nullptr;
+  const Ps busy0 = mn_cpu ? mn_cpu->busy_ps() : 0;
   const Ps t0 = tb.now();
   std::vector<Task<void>> threads;
   for (uint32_t cn = 0; cn < static_cast<uint32_t>(spec.bed.cns); ++cn) {
@@ -88,15 +90,15 @@ AllocBenchResult RunAllocBench(const AllocBenchSpec& spec) {
   r.knobs = tb.mm().knobs().ToString();
   r.threads = spec.threads;
   r.cns = spec.bed.cns;
-  r.mn_cores = mn_cpu.cores();
+  r.mn_cores = mn_cpu ? mn_cpu->cores() : spec.bed.mn_cores;
   r.batch = batch;
   r.alloc = Summarize("alloc", sh.alloc_lat, sh.alloc_fail);
   r.free = Summarize("free", sh.free_lat, sh.free_fail);
-  const double busy = static_cast<double>(mn_cpu.busy_ps() - busy0);
+  const double busy = mn_cpu ? static_cast<double>(mn_cpu->busy_ps() - busy0) : 0;
   r.elapsed_us = PsToUs(elapsed);
   r.mn_cpu_cores_busy = elapsed > 0 ? busy / static_cast<double>(elapsed) : 0;
-  r.mn_cpu_busy_frac = r.mn_cpu_cores_busy / mn_cpu.cores();
-  r.trace_hash = tb.cluster().sim().trace_hash();
+  r.mn_cpu_busy_frac = r.mn_cpu_cores_busy / std::max(1, r.mn_cores);
+  if (tb.backend() == "sim") r.trace_hash = tb.cluster().sim().trace_hash();
   return r;
 }
 

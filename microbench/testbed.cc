@@ -1,20 +1,44 @@
 #include "microbench/testbed.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
 #include "systems/common/wait_list.h"
+#ifdef DMB_HAVE_IBV
+#include "fabric/ibv/ibv_cluster.h"
+#include "systems/remote/remote_mn.h"
+#endif
 
 namespace dmb::microbench {
 
-Testbed::Testbed(const TestbedSpec& spec)
-    : cluster_(std::make_unique<sim::SimCluster>(spec.seed, sim::Profile::ByName(spec.profile))) {
-  fabric::NodeConfig mc;
-  mc.name = "mn0";
-  mc.memory_bytes = spec.pool_bytes + (256ull << 20);
-  mc.cpu_cores = spec.mn_cores;
-  mn_ = cluster_->AddNode(mc);
+Testbed::Testbed(const TestbedSpec& spec) : spec_(spec) {
   systems::Deployment d;
+  if (spec.backend == "sim") {
+    auto c = std::make_unique<sim::SimCluster>(spec.seed, sim::Profile::ByName(spec.profile));
+    sim_ = c.get();
+    cluster_ = std::move(c);
+  } else if (spec.backend == "ibv") {
+    BuildIbv(&d);
+  } else {
+    throw systems::ConfigError("unknown backend '" + spec.backend + "'; known backends: sim, ibv");
+  }
   d.cluster = cluster_.get();
-  d.mn = mn_;
   d.pool_bytes = spec.pool_bytes;
+  if (!d.remote_mn) {
+    fabric::NodeConfig mc;
+    mc.name = "mn0";
+    mc.memory_bytes = spec.pool_bytes + (256ull << 20);
+    mc.cpu_cores = spec.mn_cores;
+    mn_ = cluster_->AddNode(mc);
+  }
+  d.mn = mn_;
   for (int i = 0; i < spec.cns; ++i) {
     fabric::NodeConfig c;
     c.name = "cn" + std::to_string(i);
@@ -25,6 +49,115 @@ Testbed::Testbed(const TestbedSpec& spec)
   mm_ = systems::Registry::Create({spec.system, spec.knobs}, d);
   Run(mm_->Start());
 }
+
+sim::SimCluster& Testbed::cluster() {
+  if (!sim_) throw std::logic_error("this needs the simulator; the testbed runs on " + spec_.backend);
+  return *sim_;
+}
+
+void Testbed::Run(Task<void> task) {
+  if (sim_) {
+    sim_->RunToCompletion(std::move(task));
+    return;
+  }
+#ifdef DMB_HAVE_IBV
+  static_cast<fabric::ibv::IbvCluster*>(cluster_.get())->Run(std::move(task));
+#endif
+}
+
+#ifdef DMB_HAVE_IBV
+void Testbed::BuildIbv(systems::Deployment* d) {
+  auto c = std::make_unique<fabric::ibv::IbvCluster>(spec_.devices);
+  fabric::ibv::IbvCluster* ibv = c.get();
+  cluster_ = std::move(c);
+  if (spec_.mn_endpoint.empty()) return;  // MN in this process
+  std::string endpoint = spec_.mn_endpoint;
+  if (endpoint == "spawn") {
+    SpawnMnDaemon();
+    std::ifstream pf(mn_dir_ + "/port");
+    int port = 0;
+    pf >> port;
+    endpoint = "127.0.0.1:" + std::to_string(port);
+  }
+  const auto& info = systems::Registry::Get(spec_.system);
+  const systems::Knobs knobs = systems::ValidateKnobs(info.name, info.knobs, spec_.knobs);
+  auto rm = std::make_unique<systems::remote::RemoteMn>(ibv, endpoint, spec_.system, knobs);
+  mn_ = rm->node();
+  d->remote_mn = rm.get();
+  remote_mn_ = std::move(rm);
+}
+
+// Starts `dmbench mn` for this testbed's approach and waits for its port.
+void Testbed::SpawnMnDaemon() {
+  const char* bin = std::getenv("DMB_DMBENCH");
+  const std::string exe = bin ? bin : DMB_DMBENCH_PATH;
+  char tmpl[] = "/tmp/dmb-mn-XXXXXX";
+  if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+  mn_dir_ = tmpl;
+  std::vector<std::string> args = {exe,         "mn",          "--system",  spec_.system,
+                                   "--port",    "0",           "--port-file", mn_dir_ + "/port",
+                                   "--pool",    std::to_string(spec_.pool_bytes),
+                                   "--mn-cores", std::to_string(spec_.mn_cores)};
+  if (!spec_.mn_device.empty()) args.insert(args.end(), {"--device", spec_.mn_device});
+  for (const auto& [k, v] : spec_.knobs) args.insert(args.end(), {"--set", k + "=" + v});
+  mn_pid_ = fork();
+  if (mn_pid_ < 0) throw std::runtime_error("fork failed");
+  if (mn_pid_ == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(exe.c_str(), argv.data());
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (std::ifstream(mn_dir_ + "/port").good()) return;
+    int status = 0;
+    if (waitpid(mn_pid_, &status, WNOHANG) == mn_pid_) {
+      mn_pid_ = -1;
+      throw std::runtime_error("the MN daemon (" + exe + " mn --system " + spec_.system +
+                               ") exited with status " + std::to_string(WEXITSTATUS(status)) +
+                               " before listening; see its error above");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  StopMnDaemon();
+  throw std::runtime_error("the MN daemon did not start listening within 120 s");
+}
+
+void Testbed::StopMnDaemon() {
+  if (mn_pid_ <= 0) return;
+  if (remote_mn_) {
+    try {
+      static_cast<systems::remote::RemoteMn*>(remote_mn_.get())->Shutdown();
+    } catch (const std::exception&) {
+    }
+  }
+  for (int i = 0; i < 100; ++i) {
+    if (waitpid(mn_pid_, nullptr, WNOHANG) == mn_pid_) {
+      mn_pid_ = -1;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (mn_pid_ > 0) {
+    kill(mn_pid_, SIGKILL);
+    waitpid(mn_pid_, nullptr, 0);
+    mn_pid_ = -1;
+  }
+  if (!mn_dir_.empty()) {
+    std::remove((mn_dir_ + "/port").c_str());
+    rmdir(mn_dir_.c_str());
+  }
+}
+#else
+void Testbed::BuildIbv(systems::Deployment*) {
+  throw systems::ConfigError(
+      "backend 'ibv' is not compiled in: install libibverbs-dev and re-run cmake");
+}
+void Testbed::SpawnMnDaemon() {}
+void Testbed::StopMnDaemon() {}
+#endif
 
 void Testbed::RunAll(std::vector<Task<void>> tasks) {
   struct Join {
@@ -44,7 +177,12 @@ void Testbed::RunAll(std::vector<Task<void>> tasks) {
 
 Testbed::~Testbed() {
   // Coroutines (MN workers) reference the approach: stop them first.
-  cluster_->sim().Shutdown();
+  if (sim_) sim_->sim().Shutdown();
+#ifdef DMB_HAVE_IBV
+  if (!sim_) static_cast<fabric::ibv::IbvCluster*>(cluster_.get())->rt().Shutdown();
+#endif
+  mm_.reset();
+  StopMnDaemon();
 }
 
 }  // namespace dmb::microbench

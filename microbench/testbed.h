@@ -1,6 +1,11 @@
-// Testbed: one approach deployed on a fresh simulated cluster (one MN, N CNs),
-// started and ready. Shared by the conformance/attack suites, `dmbench micro`
-// and the experiment runner.
+// Testbed: one approach deployed on a fresh cluster (one MN, N CNs), started
+// and ready. Shared by the conformance/attack suites, `dmbench micro` and the
+// experiment runner.
+//
+// Backends: "sim" (default) builds a simulated cluster. "ibv" runs on real
+// RDMA devices: the CNs live in this process; the MN runs in this process
+// (mn_endpoint ""), in a `dmbench mn` daemon this testbed starts and stops
+// ("spawn"), or in a daemon already running at HOST:PORT.
 #pragma once
 
 #include <map>
@@ -22,6 +27,10 @@ struct TestbedSpec {
   uint64_t pool_bytes = 256ull << 20;
   uint64_t seed = 1;
   std::string profile = "cx5";
+  std::string backend = "sim";       // "sim" | "ibv"
+  std::vector<std::string> devices;  // ibv: devices of this process's nodes (round robin)
+  std::string mn_endpoint;           // ibv: "" | "spawn" | HOST:PORT
+  std::string mn_device;             // ibv with "spawn": the daemon's device
 };
 inline constexpr int kUnlimitedCores = 512;
 
@@ -32,19 +41,31 @@ class Testbed {
   explicit Testbed(const TestbedSpec& spec);
   ~Testbed();
 
-  sim::SimCluster& cluster() { return *cluster_; }
+  // The simulated cluster; throws std::logic_error on another backend.
+  sim::SimCluster& cluster();
+  fabric::Runtime& runtime() { return cluster_->runtime(); }
   systems::MemoryManager& mm() { return *mm_; }
   systems::CnSide& cn(size_t i) { return mm_->cn(i); }
   fabric::Node* mn_node() { return mn_; }
-  Ps now() { return cluster_->sim().now(); }
+  Ps now() { return cluster_->runtime().now(); }
+  const std::string& backend() const { return spec_.backend; }
   // Runs `task` until it finishes (background services may still be pending).
-  void Run(Task<void> task) { cluster_->RunToCompletion(std::move(task)); }
+  void Run(Task<void> task);
   // Runs every task concurrently (app threads) until all have finished.
   void RunAll(std::vector<Task<void>> tasks);
 
  private:
-  std::unique_ptr<sim::SimCluster> cluster_;
+  void BuildIbv(systems::Deployment* d);
+  void SpawnMnDaemon();
+  void StopMnDaemon();
+
+  TestbedSpec spec_;
+  std::unique_ptr<fabric::Cluster> cluster_;
+  sim::SimCluster* sim_ = nullptr;
   fabric::Node* mn_ = nullptr;
+  std::unique_ptr<systems::MnSide> remote_mn_;
+  int mn_pid_ = -1;
+  std::string mn_dir_;
   std::unique_ptr<systems::MemoryManager> mm_;
 };
 

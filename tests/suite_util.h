@@ -1,6 +1,8 @@
 // Helpers for the suites that run against every registered approach.
 #pragma once
 
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -66,6 +68,17 @@ inline microbench::TestbedSpec SuiteSpec(const std::string& param, int cns = 2,
   s.cns = cns;
   s.pool_bytes = pool_bytes;
   s.seed = seed;
+  // The Soft-RoCE tier (tests/rxe) runs the same suite over real verbs: the
+  // CNs in this process on DMB_SUITE_CN_DEVICE, the MN in a `dmbench mn`
+  // daemon process on DMB_SUITE_MN_DEVICE, one fresh daemon per test.
+  if (const char* b = std::getenv("DMB_SUITE_BACKEND"); b && std::string(b) == "ibv") {
+    s.backend = "ibv";
+    s.mn_endpoint = "spawn";
+    const char* mn_dev = std::getenv("DMB_SUITE_MN_DEVICE");
+    const char* cn_dev = std::getenv("DMB_SUITE_CN_DEVICE");
+    s.mn_device = mn_dev ? mn_dev : "rxe0";
+    s.devices = {cn_dev ? cn_dev : "rxe1"};
+  }
   return s;
 }
 

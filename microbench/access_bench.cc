@@ -1,0 +1,88 @@
+#include "microbench/access_bench.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "fabric/histogram.h"
+
+namespace dmb::microbench {
+namespace {
+
+struct Shared {
+  Histogram lat;
+  uint64_t fails = 0;
+  std::string first_error;
+  Ps first_start = -1, last_end = 0;  // the measured phase, over all threads
+};
+
+Task<void> Thread(Testbed* tb, uint32_t cn_i, const AccessBenchSpec* spec, Shared* sh) {
+  systems::CnSide& cn = tb->cn(cn_i);
+  fabric::Runtime& rt = tb->runtime();
+  systems::AccessGroup* g =
+      co_await cn.OpenGroup(1, std::max<uint64_t>(4096, 2ull * spec->size_bytes));
+  auto chunk = co_await cn.Alloc(*g);
+  if (!chunk.ok()) {
+    ++sh->fails;
+    if (sh->first_error.empty()) {
+      sh->first_error = chunk.status.ToString() + " (each thread holds one chunk; use a larger --pool)";
+    }
+    co_return;
+  }
+  const int total = spec->warmup_per_thread + spec->ops_per_thread;
+  for (int i = 0; i < total; ++i) {
+    const Ps t0 = rt.now();
+    systems::Status st;  // (no co_await inside ?: — GCC miscompiles it)
+    if (spec->write) {
+      st = co_await cn.Write(g->lane(0), chunk.value, 0, spec->size_bytes, g->buffer_addr());
+    } else {
+      st = co_await cn.Read(g->lane(0), chunk.value, 0, spec->size_bytes, g->buffer_addr());
+    }
+    if (!st.ok()) {
+      ++sh->fails;
+      if (sh->first_error.empty()) sh->first_error = st.ToString();
+      co_return;
+    }
+    if (i >= spec->warmup_per_thread) {
+      const Ps t1 = rt.now();
+      sh->lat.Record(t1 - t0);
+      if (sh->first_start < 0 || t0 < sh->first_start) sh->first_start = t0;
+      sh->last_end = std::max(sh->last_end, t1);
+    }
+  }
+  (void)co_await cn.Free(*g, chunk.value);
+}
+
+}  // namespace
+
+AccessBenchResult RunAccessBench(const AccessBenchSpec& spec) {
+  Testbed tb(spec.bed);
+  if (spec.size_bytes == 0 || spec.size_bytes > tb.mm().caps().granularity_bytes) {
+    throw systems::ConfigError("--size: expected 1 B .. the chunk size (" +
+                               systems::FormatSize(tb.mm().caps().granularity_bytes) + ")");
+  }
+  Shared sh;
+  std::vector<Task<void>> threads;
+  for (uint32_t cn = 0; cn < static_cast<uint32_t>(spec.bed.cns); ++cn) {
+    for (int t = 0; t < spec.threads; ++t) threads.push_back(Thread(&tb, cn, &spec, &sh));
+  }
+  tb.RunAll(std::move(threads));
+  if (sh.fails) throw std::runtime_error("access bench: " + sh.first_error);
+  const Ps elapsed = sh.first_start < 0 ? 0 : sh.last_end - sh.first_start;
+  AccessBenchResult r;
+  r.system = spec.bed.system;
+  r.knobs = tb.mm().knobs().ToString();
+  r.backend = spec.bed.backend;
+  r.threads = spec.threads;
+  r.cns = spec.bed.cns;
+  r.size_bytes = spec.size_bytes;
+  r.op.op = spec.write ? "write" : "read";
+  r.op.count = sh.lat.count();
+  r.op.lat_us_p50 = sh.lat.p50_us();
+  r.op.lat_us_p99 = sh.lat.p99_us();
+  r.op.lat_us_mean = sh.lat.mean_us();
+  r.elapsed_us = PsToUs(elapsed);
+  r.mops = r.elapsed_us > 0 ? static_cast<double>(r.op.count) / r.elapsed_us : 0;
+  return r;
+}
+
+}  // namespace dmb::microbench

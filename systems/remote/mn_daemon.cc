@@ -1,0 +1,173 @@
+#include "systems/remote/mn_daemon.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include "fabric/ibv/ibv_cluster.h"
+#include "systems/registry.h"
+#include "systems/remote/bootstrap.h"
+
+namespace dmb::systems::remote {
+namespace {
+
+
+class Daemon {
+ public:
+  Daemon(const MnDaemonOptions& o) : opts_(o), cluster_({o.device}) {}
+
+  int Main() {
+    fabric::NodeConfig mc;
+    mc.name = "mn0";
+    mc.memory_bytes = opts_.pool_bytes + (256ull << 20);
+    mc.cpu_cores = opts_.mn_cores;
+    mn_ = cluster_.AddNode(mc);
+    Deployment d;
+    d.cluster = &cluster_;
+    d.mn = mn_;
+    d.pool_bytes = opts_.pool_bytes;
+    mm_ = Registry::Create({opts_.system, opts_.knobs}, d);
+    cluster_.Run(mm_->Start());
+    Listen();
+    std::cerr << "dmbench mn: " << opts_.system << " (" << KnobsWord(mm_->knobs().values())
+              << ") on device " << (opts_.device.empty() ? "(first)" : opts_.device)
+              << ", bootstrap on TCP port " << port_ << std::endl;
+    cluster_.Run(Serve());
+    return 0;
+  }
+
+ private:
+  void Listen() {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<uint16_t>(opts_.port));
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        listen(listen_fd_, 16) != 0) {
+      throw std::runtime_error("cannot listen on TCP port " + std::to_string(opts_.port) + ": " +
+                               strerror(errno));
+    }
+    socklen_t len = sizeof a;
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    if (!opts_.port_file.empty()) {
+      const std::string tmp = opts_.port_file + ".tmp";
+      std::ofstream(tmp) << port_ << "\n";
+      std::rename(tmp.c_str(), opts_.port_file.c_str());
+    }
+  }
+
+  // Accepts and serves bootstrap connections between the approach's own
+  // coroutines (the RPC workers run on the same loop).
+  Task<void> Serve() {
+    fabric::Runtime& rt = cluster_.runtime();
+    while (!stop_) {
+      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK);
+      if (fd >= 0) conns_.push_back(std::make_unique<LineConn>(fd));
+      for (size_t i = 0; i < conns_.size();) {
+        std::string line;
+        bool closed = false;
+        while (conns_[i]->TryReadLine(&line, &closed)) co_await Handle(*conns_[i], line);
+        if (closed) {
+          conns_.erase(conns_.begin() + static_cast<long>(i));
+        } else {
+          ++i;
+        }
+      }
+      co_await rt.SleepFor(20 * kPsPerUs);
+    }
+    close(listen_fd_);
+  }
+
+  Task<void> Handle(LineConn& c, const std::string& line) {
+    if (opts_.verbose) std::cerr << "mn <- " << line << "\n";
+    std::string reply;
+    try {
+      reply = co_await Dispatch(SplitWords(line));
+    } catch (const std::exception& e) {
+      reply = std::string("err ") + e.what();
+    }
+    for (char& ch : reply) {
+      if (ch == '\n') ch = ' ';
+    }
+    c.WriteLine(reply);
+  }
+
+  uint32_t CnIndex(const std::string& s) {
+    const unsigned long v = std::stoul(s);
+    if (v >= 1024) throw std::invalid_argument("cn_index " + s + " out of range [0, 1024)");
+    return static_cast<uint32_t>(v);
+  }
+
+  Task<std::string> Dispatch(const std::vector<std::string>& w) {
+    if (w.empty()) co_return "err empty request";
+    const std::string& op = w[0];
+    if (op == "hello" && w.size() == 3) {
+      const std::string mine = KnobsWord(mm_->knobs().values());
+      if (w[1] != opts_.system || w[2] != mine) {
+        co_return "err this MN runs " + opts_.system + " (" + mine + "), the CN asked for " +
+            w[1] + " (" + w[2] + ")";
+      }
+      co_return "ok " + EncodePort(cluster_.PortOf(mn_->id())) + " " +
+          ToHex(mm_->mn().Published());
+    }
+    if (op == "lane" && w.size() == 2) {
+      fabric::Qp* qp = mm_->mn().CreateLaneQp(CnIndex(w[1]));
+      co_return "ok " + std::to_string(qp->qp_num());
+    }
+    if (op == "connect" && w.size() == 4) {
+      const uint32_t cn = CnIndex(w[1]);
+      fabric::Qp* qp = mn_->QpByNum(static_cast<uint32_t>(std::stoul(w[2])));
+      if (!qp || qp->state() != fabric::QpState::kReset) {
+        co_return "err no unconnected lane QP " + w[2] + " on the MN";
+      }
+      cluster_.ConnectTo(qp, DecodeQp(w[3]));
+      mm_->mn().LaneConnected(cn, qp);
+      co_return "ok";
+    }
+    if (op == "stats" && w.size() == 1) {
+      const MnStats s = mm_->mn().stats();
+      co_return "ok " + std::to_string(s.pool_bytes) + " " + std::to_string(s.chunks_total) +
+          " " + std::to_string(s.chunks_in_use) + " " + std::to_string(s.rpcs_served) + " " +
+          std::to_string(s.rpcs_rejected);
+    }
+    if (op == "reclaim" && w.size() == 2) {
+      const ReclaimReport r = co_await mm_->mn().ReclaimCn(CnIndex(w[1]));
+      co_return "ok " + std::to_string(r.chunks_reclaimed);
+    }
+    if (op == "shutdown") {
+      stop_ = true;
+      co_return "ok";
+    }
+    co_return "err unknown or malformed request '" + op +
+        "' (expected hello, lane, connect, stats, reclaim or shutdown)";
+  }
+
+  MnDaemonOptions opts_;
+  fabric::ibv::IbvCluster cluster_;
+  fabric::Node* mn_ = nullptr;
+  std::unique_ptr<MemoryManager> mm_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  bool stop_ = false;
+  std::vector<std::unique_ptr<LineConn>> conns_;
+};
+
+}  // namespace
+
+int RunMnDaemon(const MnDaemonOptions& opts) {
+  Daemon d(opts);
+  return d.Main();
+}
+
+}  // namespace dmb::systems::remote

@@ -1,0 +1,79 @@
+#include "systems/remote/remote_mn.h"
+
+#include <stdexcept>
+
+namespace dmb::systems::remote {
+namespace {
+
+constexpr std::chrono::milliseconds kReplyTimeout{120000};
+
+// The MN end of a lane: connecting it is a request to the daemon.
+class BootstrapQp : public fabric::ibv::RemoteQp {
+ public:
+  BootstrapQp(const RemoteMn* mn, uint32_t cn, uint32_t node_id, fabric::ibv::QpAddr addr)
+      : RemoteQp(node_id, addr), mn_(mn), cn_(cn) {}
+  void ConnectRemote(const fabric::ibv::QpAddr& peer) override {
+    mn_->Call("connect " + std::to_string(cn_) + " " + std::to_string(qp_num()) + " " +
+              EncodeQp(peer));
+  }
+
+ private:
+  const RemoteMn* mn_;
+  uint32_t cn_;
+};
+
+}  // namespace
+
+RemoteMn::RemoteMn(fabric::ibv::IbvCluster* cluster, const std::string& endpoint,
+                   const std::string& system, const Knobs& knobs)
+    : cluster_(cluster), endpoint_(endpoint),
+      conn_(std::make_unique<LineConn>(LineConn::Dial(endpoint, std::chrono::seconds(30)))) {
+  const auto w = Call("hello " + system + " " + KnobsWord(knobs.values()));
+  if (w.size() != 2) throw std::runtime_error("MN daemon at " + endpoint + ": bad hello reply");
+  node_ = cluster_->AddRemoteNode("mn@" + endpoint, DecodePort(w[0]));
+  published_ = FromHex(w[1]);
+}
+
+RemoteMn::~RemoteMn() = default;
+
+std::vector<std::string> RemoteMn::Call(const std::string& request) const {
+  conn_->WriteLine(request);
+  const std::string reply = conn_->ReadLine(kReplyTimeout);
+  if (reply.rfind("ok", 0) != 0) {
+    throw std::runtime_error("MN daemon at " + endpoint_ + " refused '" +
+                             request.substr(0, request.find(' ')) + "': " + reply);
+  }
+  auto w = SplitWords(reply);
+  w.erase(w.begin());
+  return w;
+}
+
+fabric::Qp* RemoteMn::CreateLaneQp(uint32_t cn_index) {
+  const auto w = Call("lane " + std::to_string(cn_index));
+  fabric::ibv::QpAddr addr{cluster_->PortOf(node_->id()), static_cast<uint32_t>(std::stoul(w.at(0)))};
+  lanes_.push_back(std::make_unique<BootstrapQp>(this, cn_index, node_->id(), addr));
+  return lanes_.back().get();
+}
+
+Task<ReclaimReport> RemoteMn::ReclaimCn(uint32_t cn_index) {
+  const auto w = Call("reclaim " + std::to_string(cn_index));
+  ReclaimReport r;
+  r.chunks_reclaimed = std::stoull(w.at(0));
+  co_return r;
+}
+
+MnStats RemoteMn::stats() const {
+  const auto w = Call("stats");
+  if (w.size() != 5) throw std::runtime_error("MN daemon at " + endpoint_ + ": bad stats reply");
+  MnStats s;
+  s.pool_bytes = std::stoull(w[0]);
+  s.chunks_total = std::stoull(w[1]);
+  s.chunks_in_use = std::stoull(w[2]);
+  s.rpcs_served = std::stoull(w[3]);
+  s.rpcs_rejected = std::stoull(w[4]);
+  return s;
+}
+
+void RemoteMn::Shutdown() { Call("shutdown"); }
+
+}  // namespace dmb::systems::remote

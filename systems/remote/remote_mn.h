@@ -1,0 +1,48 @@
+// RemoteMn: the MN side of an approach as seen from a CN process, i.e. the
+// client end of the bootstrap channel (bootstrap.h) to a `dmbench mn` daemon.
+// CN sides built on a Deployment with remote_mn = this connect their lanes
+// through it exactly as they would through a local MnSide.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "fabric/ibv/ibv_cluster.h"
+#include "systems/memory_manager.h"
+#include "systems/remote/bootstrap.h"
+
+namespace dmb::systems::remote {
+
+class RemoteMn : public MnSide {
+ public:
+  // Connects to `endpoint` (HOST:PORT), checks that the daemon runs `system`
+  // with exactly `knobs` (validated, defaults filled in), and adds the MN as a
+  // remote node of `cluster`. Throws std::runtime_error naming a mismatch.
+  RemoteMn(fabric::ibv::IbvCluster* cluster, const std::string& endpoint, const std::string& system,
+           const Knobs& knobs);
+  ~RemoteMn() override;
+
+  fabric::Qp* CreateLaneQp(uint32_t cn_index) override;
+  void LaneConnected(uint32_t, fabric::Qp*) override {}  // the daemon did it on `connect`
+  Task<void> ChargeQpSetup() override { co_return; }     // real QP setup is real time
+  std::string Published() const override { return published_; }
+  Task<void> Start() override { co_return; }  // the daemon started it
+  Task<ReclaimReport> ReclaimCn(uint32_t cn_index) override;
+  MnStats stats() const override;
+  fabric::Node* node() const override { return node_; }
+  // Asks the daemon to exit.
+  void Shutdown();
+
+  // Sends one request and returns the words after "ok"; throws on "err".
+  std::vector<std::string> Call(const std::string& request) const;
+
+ private:
+  fabric::ibv::IbvCluster* cluster_;
+  std::string endpoint_;
+  std::unique_ptr<LineConn> conn_;
+  fabric::Node* node_ = nullptr;
+  std::string published_;
+  std::vector<std::unique_ptr<fabric::Qp>> lanes_;
+};
+
+}  // namespace dmb::systems::remote
