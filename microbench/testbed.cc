@@ -99,6 +99,7 @@ void Testbed::SpawnMnDaemon() {
                                    "--pool",    std::to_string(spec_.pool_bytes),
                                    "--mn-cores", std::to_string(spec_.mn_cores)};
   if (!spec_.mn_device.empty()) args.insert(args.end(), {"--device", spec_.mn_device});
+  if (std::getenv("DMB_MN_VERBOSE")) args.push_back("--verbose");
   for (const auto& [k, v] : spec_.knobs) args.insert(args.end(), {"--set", k + "=" + v});
   mn_pid_ = fork();
   if (mn_pid_ < 0) throw std::runtime_error("fork failed");

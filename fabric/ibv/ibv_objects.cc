@@ -53,9 +53,14 @@ ibv_qp_state ToIbv(QpState s) {
   return IBV_QPS_ERR;
 }
 
+// The verbs QP state table (IBA 10.3.1, ib_modify_qp_is_ok): RESET cannot go
+// to ERR; INIT->INIT and RTS->RTS re-apply attributes.
 bool Legal(QpState from, QpState to) {
-  if (to == QpState::kErr || to == QpState::kReset) return true;
+  if (to == QpState::kReset) return true;
+  if (to == QpState::kErr) return from != QpState::kReset;
   return (from == QpState::kReset && to == QpState::kInit) ||
+         (from == QpState::kInit && to == QpState::kInit) ||
+         (from == QpState::kRts && to == QpState::kRts) ||
          (from == QpState::kInit && to == QpState::kRtr) ||
          (from == QpState::kRtr && to == QpState::kRts);
 }

@@ -90,7 +90,7 @@ class Daemon {
   }
 
   Task<void> Handle(LineConn& c, const std::string& line) {
-    if (opts_.verbose) std::cerr << "mn <- " << line << "\n";
+    if (opts_.verbose) std::cerr << "mn <- " << line << std::endl;
     std::string reply;
     try {
       reply = co_await Dispatch(SplitWords(line));

@@ -1,5 +1,7 @@
 #include "systems/remote/remote_mn.h"
 
+#include <cstdlib>
+#include <iostream>
 #include <stdexcept>
 
 namespace dmb::systems::remote {
@@ -37,8 +39,11 @@ RemoteMn::RemoteMn(fabric::ibv::IbvCluster* cluster, const std::string& endpoint
 RemoteMn::~RemoteMn() = default;
 
 std::vector<std::string> RemoteMn::Call(const std::string& request) const {
+  static const bool verbose = std::getenv("DMB_MN_VERBOSE") != nullptr;
+  if (verbose) std::cerr << "cn -> " << request << std::endl;
   conn_->WriteLine(request);
   const std::string reply = conn_->ReadLine(kReplyTimeout);
+  if (verbose) std::cerr << "cn <- " << reply << std::endl;
   if (reply.rfind("ok", 0) != 0) {
     throw std::runtime_error("MN daemon at " + endpoint_ + " refused '" +
                              request.substr(0, request.find(' ')) + "': " + reply);
