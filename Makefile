@@ -1,6 +1,9 @@
 # dmbench: every target wraps CMake (presets in CMakePresets.json).
 #
 #   make test        install missing Debian packages, build (ASan+UBSan), run all tests
+#   make test-rxe    build, then run the `rxe`-labelled tests and a perftest reference in a
+#                    QEMU guest with two Soft-RoCE devices (tests/rxe/; results in
+#                    build/$(PRESET)/rxe/; RXE_VM_ARGS="-t 1800" etc. go to vm-run.sh)
 #   make calibrate   check every calibration primitive against its source
 #   make bench       simulator speed (simulated WRs per wall second)
 #   make format      clang-format the tree
@@ -13,7 +16,7 @@ PRESET ?= dev
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build release test calibrate bench format format-check clean
+.PHONY: deps build release test test-rxe calibrate bench format format-check clean
 
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -33,6 +36,11 @@ release: deps
 
 test: build
 	ctest --test-dir build/$(PRESET) --output-on-failure -j $(JOBS)
+
+# Guest root = host / (read-only); only build/$(PRESET)/rxe is shared writable.
+test-rxe: build
+	tests/rxe/vm-run.sh -s $(CURDIR)/build/$(PRESET)/rxe $(RXE_VM_ARGS) -- \
+	  $(CURDIR)/tests/rxe/guest-tier.sh $(CURDIR)/build/$(PRESET)
 
 calibrate: release
 	./build/release/cli/dmbench calibrate

@@ -254,9 +254,16 @@ class Qp {
  public:
   virtual ~Qp() = default;
   virtual uint32_t qp_num() const = 0;
+  // The state as this process knows it: set by Modify, by an error
+  // completion of this QP, by an asynchronous QP error. Cheap (data path).
   virtual QpState state() const = 0;
+  // Asks the device (ibv_query_qp: a firmware command on ConnectX, so never
+  // on the data path). Catches a responder QP the device moved to ERR
+  // without any completion here. The sim knows exactly: same as state().
+  virtual QpState QueryState() { return state(); }
   virtual Pd* pd() const = 0;
-  // The verbs state machine: RESET->INIT->RTR->RTS, any->ERR, any->RESET.
+  // The verbs state machine: RESET->INIT->RTR->RTS, INIT->INIT, RTS->RTS,
+  // any->RESET, any but RESET->ERR (hardware refuses RESET->ERR).
   // Throws VerbsError(EINVAL) naming both states on an illegal transition.
   // Moving to ERR flushes every outstanding WR with kWrFlushErr.
   virtual void Modify(QpState target, const QpAttr& attr = {}) = 0;

@@ -31,8 +31,10 @@ IbvNode::IbvNode(IbvCluster* cluster, uint32_t id, const NodeConfig& cfg, Device
 }
 
 IbvNode::~IbvNode() {
-  for (auto& q : qps_) ibv_destroy_qp(q->raw());
+  // Windows first: a bound MW holds references on its QP and MR, and rxe
+  // waits (tens of seconds) for references when destroying either.
   for (auto& w : mws_) ibv_dealloc_mw(w->raw());
+  for (auto& q : qps_) ibv_destroy_qp(q->raw());
   for (auto& m : mrs_) {
     if (m->raw()) ibv_dereg_mr(m->raw());
   }
@@ -87,6 +89,9 @@ Task<void> IbvNode::DeregMr(Mr* mr) {
     if (it->get() != mr) continue;
     if (const int rc = ibv_dereg_mr((*it)->raw()); rc != 0) {
       throw VerbsError(rc, "ibv_dereg_mr on node '" + name_ + "': " + strerror(rc));
+    }
+    for (auto& w : mws_) {
+      if (w->last_mr == it->get()) w->last_mr = nullptr;
     }
     mrs_.erase(it);
     co_return;

@@ -234,6 +234,20 @@ void IbvQp::Translate(const ibv_wc& in, WorkCompletion* out) {
   }
 }
 
+QpState IbvQp::QueryState() {
+  ibv_qp_attr a = {};
+  ibv_qp_init_attr ia = {};
+  if (ibv_query_qp(qp_, &a, IBV_QP_STATE, &ia) != 0) return state_;
+  switch (a.qp_state) {
+    case IBV_QPS_RESET: state_ = QpState::kReset; break;
+    case IBV_QPS_INIT: state_ = QpState::kInit; break;
+    case IBV_QPS_RTR: state_ = QpState::kRtr; break;
+    case IBV_QPS_RTS: state_ = QpState::kRts; break;
+    default: state_ = QpState::kErr; break;  // ERR, SQE, SQD: no longer usable
+  }
+  return state_;
+}
+
 void IbvQp::ModifyRaw(QpState target, const QpAddr* peer) {
   if (!Legal(state_, target)) {
     throw VerbsError(EINVAL, "illegal QP transition " + std::string(QpStateName(state_)) +
@@ -244,7 +258,9 @@ void IbvQp::ModifyRaw(QpState target, const QpAddr* peer) {
   ibv_qp_attr a = {};
   int mask = IBV_QP_STATE;
   a.qp_state = ToIbv(target);
-  if (target == QpState::kInit) {
+  if (target == state_) {
+    // INIT->INIT / RTS->RTS: only optional attributes, none needed here.
+  } else if (target == QpState::kInit) {
     a.pkey_index = 0;
     a.port_num = dev.addr.port;
     a.qp_access_flags = IbvAccess(attr_.access) & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
@@ -268,7 +284,7 @@ void IbvQp::ModifyRaw(QpState target, const QpAddr* peer) {
             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
   } else if (target == QpState::kRts) {
     a.timeout = 14;  // 4.096 us * 2^14 = 67 ms per retry
-    a.retry_cnt = 7;
+    a.retry_cnt = 6;  // rxe treats 7 as "retry forever" (like rnr_retry); IBA does not
     a.rnr_retry = 7;
     a.sq_psn = 0;
     a.max_rd_atomic = static_cast<uint8_t>(std::min<uint32_t>(
@@ -360,15 +376,15 @@ int IbvQp::PostSend(const SendWr& wr, uint64_t* wqe_index) {
       break;
     case Opcode::kBindMw: {
       IbvMw* mw = node_->MwByRkey(wr.bind_mw_rkey);
-      IbvMr* mr = wr.bind_length ? node_->MrByLkey(wr.bind_mr_lkey) : nullptr;
+      IbvMr* mr = node_->MrByLkey(wr.bind_mr_lkey);
       if (!mw || mw->type() != MwType::kType2 || mw->rkey() != wr.bind_mw_rkey) return EINVAL;
-      if (wr.bind_length && !mr) return EINVAL;
+      if (!mr) return EINVAL;  // providers dereference the MR even for a zero-length bind
       if (wr.bind_qpn != 0 && wr.bind_qpn != qp_num()) return EINVAL;  // no qpn_in_bind
       w.opcode = IBV_WR_BIND_MW;
       w.num_sge = 0;
       w.bind_mw.mw = mw->raw();
       w.bind_mw.rkey = wr.bind_new_rkey;
-      w.bind_mw.bind_info.mr = mr ? mr->raw() : nullptr;
+      w.bind_mw.bind_info.mr = mr->raw();
       w.bind_mw.bind_info.addr = wr.bind_addr;
       w.bind_mw.bind_info.length = wr.bind_length;
       w.bind_mw.bind_info.mw_access_flags = IbvAccess(wr.bind_access);
@@ -411,15 +427,22 @@ int IbvQp::BindMw(Mw* mw, uint64_t wr_id, Mr* mr, uint64_t addr, uint64_t length
   if (new_rkey != ibv_inc_rkey(m->rkey())) return EINVAL;
   auto* r = mr ? dynamic_cast<IbvMr*>(mr) : nullptr;
   if (mr && !r) return EINVAL;
+  const bool unbind = r == nullptr;
+  if (unbind) {
+    if (length != 0) return EINVAL;
+    r = m->last_mr;
+    if (!r) return EINVAL;  // never bound: nothing to unbind
+  }
   ibv_mw_bind b = {};
   b.wr_id = sq_next_;
   b.send_flags = (flags & kSignaled ? IBV_SEND_SIGNALED : 0) | (flags & kFence ? IBV_SEND_FENCE : 0);
-  b.bind_info.mr = r ? r->raw() : nullptr;
-  b.bind_info.addr = r ? addr : 0;
-  b.bind_info.length = r ? length : 0;
+  b.bind_info.mr = r->raw();
+  b.bind_info.addr = unbind ? r->addr() : addr;
+  b.bind_info.length = unbind ? 0 : length;
   b.bind_info.mw_access_flags = IbvAccess(access);
   const int rc = ibv_bind_mw(qp_, m->raw(), &b);
   if (rc != 0) return rc;
+  m->last_mr = r;
   sq_meta_[sq_next_ % sq_meta_.size()] = Meta{wr_id, Opcode::kBindMw};
   ++sq_next_;
   ++counters_.send_wrs_executed;

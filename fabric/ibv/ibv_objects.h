@@ -90,6 +90,9 @@ class IbvMw : public Mw {
   Pd* pd() const override { return pd_; }
   ibv_mw* raw() const { return mw_; }
   void set_rkey(uint32_t k) { mw_->rkey = k; }
+  // The MR of the last bind (a type-1 unbind names it again with length 0:
+  // the rxe provider dereferences bind_info.mr even for an unbind).
+  IbvMr* last_mr = nullptr;
 
  private:
   ibv_mw* mw_;
@@ -133,6 +136,7 @@ class IbvQp : public Qp {
   IbvQp(IbvNode* node, ibv_qp* qp, const QpInitAttr& attr, uint32_t sq_size, uint32_t rq_size);
   uint32_t qp_num() const override { return qp_->qp_num; }
   QpState state() const override { return state_; }
+  QpState QueryState() override;
   Pd* pd() const override { return attr_.pd; }
   void Modify(QpState target, const QpAttr& attr = {}) override;
   int PostSend(const SendWr& wr, uint64_t* wqe_index = nullptr) override;

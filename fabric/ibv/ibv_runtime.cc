@@ -96,14 +96,17 @@ void IbvRuntime::Run(Task<void> task, std::chrono::milliseconds stall_limit) {
   while (!done && !exception_) {
     int progress = RunReady();
     for (auto& p : pollers_) progress += p();
-    FireTimers();  // timers alone are not progress (periodic services tick forever)
+    FireTimers();  // a timer's coroutine counts as progress when it runs next turn
     if (progress > 0) {
       last_progress = std::chrono::steady_clock::now();
       idle_turns = 0;
       continue;
     }
     if (ready_.empty() && timers_.empty() && roots_.empty()) break;
-    if (++idle_turns % 1024 == 0) {
+    // Spin briefly, then yield every turn: on Soft-RoCE the kernel does the
+    // NIC's work and needs the CPU this loop would otherwise burn.
+    if (++idle_turns > 64) sched_yield();
+    if (idle_turns % 1024 == 0) {
       if (std::chrono::steady_clock::now() - last_progress > stall_limit) {
         throw StallError("ibv: no completion and no progress for " +
                          std::to_string(stall_limit.count()) + " ms (" +
@@ -111,7 +114,6 @@ void IbvRuntime::Run(Task<void> task, std::chrono::milliseconds stall_limit) {
                          " tasks suspended): a work request never completed or a peer is "
                          "gone; raise DMB_IBV_STALL_MS if the device is just slow");
       }
-      sched_yield();
     }
   }
   if (exception_) {

@@ -9,7 +9,8 @@
 //    be suspended) and rethrows the first exception of any spawned task.
 //  - A run that makes no progress (no completion, no coroutine resumed) for
 //    `stall_limit` while the task is unfinished throws a StallError naming
-//    what is still pending: a lost completion never hangs a test.
+//    what is still pending: a lost completion never hangs a test. (A periodic
+//    service's timer keeps a run alive; the callers' own time limits remain.)
 #pragma once
 
 #include <chrono>

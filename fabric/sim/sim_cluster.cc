@@ -131,8 +131,10 @@ void SimQp::Modify(QpState target, const fabric::QpAttr& attr) {
   bool ok = false;
   switch (target) {
     case QpState::kReset:
-    case QpState::kErr:
       ok = true;
+      break;
+    case QpState::kErr:  // not from RESET (mlx4/mlx5, ib_modify_qp_is_ok)
+      ok = from != QpState::kReset;
       break;
     case QpState::kInit:
       ok = from == QpState::kReset || from == QpState::kInit;

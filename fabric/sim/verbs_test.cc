@@ -184,6 +184,7 @@ TEST_F(VerbsTest, QpStateMachineRejectsIllegalTransitions) {
   EXPECT_THROW(qp->Modify(QpState::kRts), VerbsError);
   qp->Modify(QpState::kReset);
   EXPECT_EQ(qp->state(), QpState::kReset);
+  EXPECT_THROW(qp->Modify(QpState::kErr), VerbsError) << "hardware refuses RESET->ERR";
 }
 
 TEST_F(VerbsTest, PostingToAnErroredQpFlushes) {

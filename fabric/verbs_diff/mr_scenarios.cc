@@ -94,7 +94,7 @@ Task<void> RemoteReadOnlyRefusesWrite(Env& env, Transcript& t) {
   wc = co_await env.Exec(a, WriteWr(env.abuf + 64, env.amr->lkey(), 16, is.addr, is.mr->rkey()));
   t.Expect("WRITE to REMOTE_READ-only MR", wc.status, WcStatus::kRemAccessErr);
   t.Expect("B bytes unchanged", env.Bytes(env.B, is.addr, 16), ShowPattern(5, 16));
-  t.Expect("responder QP state", b.qp->state(), QpState::kErr);
+  t.Expect("responder QP state", b.qp->QueryState(), QpState::kErr);
 }
 
 Task<void> RemoteWriteOnlyRefusesRead(Env& env, Transcript& t) {
@@ -290,13 +290,15 @@ std::vector<Scenario> MrScenarios() {
       {"mr_rkey_of_other_pd_refused", "an rkey from another PD than the responder QP's is refused",
        RkeyOfOtherPdRefused},
       {"mr_lkey_of_other_pd_refused", "an lkey from another PD than the QP's is LOC_PROT_ERR",
-       LkeyOfOtherPdRefused},
+       LkeyOfOtherPdRefused,
+       {{"rxe", "WRITE with lkey of an MR in another PD", "LOC_QP_OP_ERR", kRxeLkeyReason}}},
       {"mr_local_sge_past_mr_end", "a local SGE crossing its MR's end is LOC_PROT_ERR",
        LocalSgePastMrEnd},
       {"mr_deregistered_rkey_refused", "a deregistered MR's rkey is refused",
        DeregisteredRkeyRefused},
       {"mr_deregistered_lkey_refused", "a deregistered MR's lkey is LOC_PROT_ERR",
-       DeregisteredLkeyRefused},
+       DeregisteredLkeyRefused,
+       {{"rxe", "WRITE gathering with lkey of deregistered MR", "LOC_QP_OP_ERR", kRxeLkeyReason}}},
       {"mr_reg_remote_write_needs_local_write",
        "RegMr with REMOTE_WRITE/ATOMIC but no LOCAL_WRITE is EINVAL",
        RegRemoteWriteNeedsLocalWrite},

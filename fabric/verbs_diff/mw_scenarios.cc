@@ -76,7 +76,7 @@ Task<void> Mw2OtherQpRefused(Env& env, Transcript& t) {
   wc = co_await Read8(env, c.a2, c.win, mw->rkey());
   t.Expect("READ through window via b2 (same PD, not bound)", wc.status, WcStatus::kRemAccessErr);
   t.Expect("a2 state", c.a2.qp->state(), QpState::kErr);
-  t.Expect("b2 state (responder)", c.b2.qp->state(), QpState::kErr);
+  t.Expect("b2 state (responder)", c.b2.qp->QueryState(), QpState::kErr);
   wc = co_await Read8(env, c.a1, c.win, mw->rkey());
   t.Expect("READ through window via b1 still works", wc.status, WcStatus::kSuccess);
   t.Expect("b1 state", c.b1.qp->state(), QpState::kRts);
@@ -513,12 +513,15 @@ std::vector<Scenario> MwScenarios() {
        Mw2LocalInvWrongKeyFails},
       {"mw2_local_inv_from_other_qp_fails",
        "a type-2 window cannot be invalidated from another QP of the PD",
-       Mw2LocalInvFromOtherQpFails},
+       Mw2LocalInvFromOtherQpFails,
+       {{"rxe", "LOCAL_INV posted on b2", "SUCCESS", "rxe lets any QP of the PD invalidate a type-2 window (rxe_check_invalidate_mw checks only the type); the sim ties a type-2B window to its QP unless the QP is created with invalidate_any_qp (MN admin QPs); ConnectX behaviour to be confirmed on hardware"}, {"rxe", "READ via b1 (window still bound)", "REM_ACCESS_ERR", "consequence of the line above: the window was invalidated"}}},
       {"mw2_send_with_inv_invalidates",
        "SEND_WITH_INV invalidates the window; the RECV reports the invalidated rkey",
-       Mw2SendWithInvInvalidates},
+       Mw2SendWithInvInvalidates,
+       {{"rxe", "RECV invalidated rkey is the window's", "no", "rxe invalidates the window but its RECV completion lacks IBV_WC_WITH_INV (it sets the kernel's IB_WC_WITH_INVALIDATE bit, which user space reads as another flag), so the rkey is not reported"}}},
       {"mw2_send_with_inv_wrong_key", "SEND_WITH_INV naming a wrong rkey fails on both sides",
-       Mw2SendWithInvWrongKey},
+       Mw2SendWithInvWrongKey,
+       {{"rxe", "SEND_WITH_INV (wrong key) status", "SUCCESS", "rxe does not fail a SEND_WITH_INV whose rkey names no valid window or MR; the spec NAKs it (REM_INV_REQ_ERR)"}}},
       {"mw2_bind_needs_mw_bind_on_mr", "binding to an MR without MW_BIND is MW_BIND_ERR",
        Mw2BindNeedsMwBindOnMr},
       {"mw2_bind_outside_mr_fails", "a window reaching past the MR is MW_BIND_ERR",
@@ -528,7 +531,8 @@ std::vector<Scenario> MwScenarios() {
        Mw2WriteWindowNeedsLocalWrite},
       {"mw2_dereg_mr_with_bound_window_busy",
        "DeregMr fails while a window is bound, succeeds after LOCAL_INV",
-       Mw2DeregMrWithBoundWindowBusy},
+       Mw2DeregMrWithBoundWindowBusy,
+       {{"rxe", "DeregMr with a bound window", "EINVAL", kRxeDeregBusyReason}}},
       {"mw2_atomic_through_window", "FAA and CAS work through a window with REMOTE_ATOMIC",
        Mw2AtomicThroughWindow},
       {"mw2_atomic_needs_window_access", "FAA through a window without REMOTE_ATOMIC is refused",
@@ -546,7 +550,8 @@ std::vector<Scenario> MwScenarios() {
        Mw1RebindChangesKey},
       {"mw1_unbind_length_zero",
        "BindMw with length 0 unbinds: the MR can be deregistered, the rkey is refused",
-       Mw1UnbindWithLengthZero},
+       Mw1UnbindWithLengthZero,
+       {{"rxe", "DeregMr while bound", "EINVAL", kRxeDeregBusyReason}}},
       {"mw1_read_past_window_end",
        "a READ straddling the type-1 window end (inside the MR) is REM_ACCESS_ERR",
        Mw1ReadPastWindowEnd,

@@ -208,6 +208,17 @@ Task<WorkCompletion> Env::BindType1(const Ep& e, Mw* mw, Mr* mr, uint64_t addr, 
 }
 
 Task<WorkCompletion> Env::NextSend(const Ep& e) { co_return co_await e.scq->Next(); }
+Task<std::optional<WorkCompletion>> Env::NextRecvWithin(const Ep& e, uint64_t limit_us) {
+  fabric::Runtime& rt = cluster().runtime();
+  const Ps deadline = rt.now() + static_cast<Ps>(limit_us) * kPsPerUs;
+  for (;;) {
+    WorkCompletion wc;
+    if (e.rcq->Poll({&wc, 1}) == 1) co_return wc;
+    if (rt.now() >= deadline) co_return std::nullopt;
+    co_await rt.SleepFor(50 * kPsPerUs);
+  }
+}
+
 Task<WorkCompletion> Env::NextRecv(const Ep& e) { co_return co_await e.rcq->Next(); }
 
 void Env::Fill(Node* n, uint64_t addr, uint64_t len, uint64_t seed) {

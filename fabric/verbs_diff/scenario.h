@@ -192,6 +192,9 @@ class Env {
                                  uint32_t access, uint32_t new_rkey);
   static Task<WorkCompletion> NextSend(const Ep& e);
   static Task<WorkCompletion> NextRecv(const Ep& e);
+  // The next RECV completion within `limit_us` (virtual time on sim, wall
+  // time on ibv), or none: for completions a device may never produce.
+  Task<std::optional<WorkCompletion>> NextRecvWithin(const Ep& e, uint64_t limit_us);
 
   // CPU access to node memory.
   void Fill(Node* n, uint64_t addr, uint64_t len, uint64_t seed);
@@ -277,6 +280,17 @@ inline constexpr const char* kRxeMwBoundsReason =
     "rxe checks an access through a memory window only against the parent MR's range, not "
     "the window's (rxe_resp.c check_rkey: mr_check_range on the MR); the spec bounds it by "
     "the window";
+
+// Observed on rxe (Linux 6.1, Debian 12) by `make test-rxe`.
+inline constexpr const char* kRxeLkeyReason =
+    "rxe completes a local key/access fault (bad or foreign lkey, RECV into an MR without "
+    "LOCAL_WRITE) as LOC_QP_OP_ERR; ConnectX and the spec report LOC_PROT_ERR";
+inline constexpr const char* kRxeDeregBusyReason =
+    "rxe refuses to deregister an MR with bound windows with EINVAL; ConnectX and the sim say "
+    "EBUSY (both refuse)";
+inline constexpr const char* kRxeLengthReason =
+    "rxe reports a SEND longer than the RECV as REM_OP_ERR (requester) and LOC_QP_OP_ERR "
+    "(RECV); the spec has REM_INV_REQ_ERR and LOC_LEN_ERR";
 
 // ---- Running and comparing -------------------------------------------------------------
 
