@@ -150,7 +150,8 @@ int MicroAccess(const MicroArgs& a) {
   spec.bed.cns = a.cns;
   spec.bed.seed = a.seed;
   const auto pool = dmb::systems::ParseSize(a.pool);
-  if (!pool) throw dmb::systems::ConfigError("--pool: expected a size like 256MB, got \"" + a.pool + "\"");
+  if (!pool)
+    throw dmb::systems::ConfigError("--pool: expected a size like 256MB, got \"" + a.pool + "\"");
   spec.bed.pool_bytes = *pool;
   ApplyBackend(a, &spec.bed);
   spec.ops_per_thread = a.ops;
@@ -338,7 +339,8 @@ int main(int argc, char** argv) {
                   "JSON records: system, threads, op, lat_us_p50, lat_us_p99, lat_us_mean, "
                   "mn_cpu_busy_frac, ...");
 
-  alloc->add_option("--mn-device", micro_args.mn_device, "ibv with --mn spawn: the daemon's device");
+  alloc->add_option("--mn-device", micro_args.mn_device,
+                    "ibv with --mn spawn: the daemon's device");
   alloc->add_option("--backend", micro_args.backend, "sim or ibv (real RDMA devices)")
       ->check(CLI::IsMember({"sim", "ibv"}))
       ->capture_default_str();
@@ -363,7 +365,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   access->add_option("--size", access_args.size, "Bytes per operation")->capture_default_str();
   access->add_flag("--write", access_args.write, "WRITE instead of READ");
-  access->add_option("--pool", access_args.pool, "MN memory the approach manages (one chunk per thread)")
+  access
+      ->add_option("--pool", access_args.pool,
+                   "MN memory the approach manages (one chunk per thread)")
       ->capture_default_str();
   access->add_option("--seed", access_args.seed, "Root seed (sim)")->capture_default_str();
   access->add_flag("--json", access_args.json, "JSON records");
@@ -419,7 +423,9 @@ int main(int argc, char** argv) {
     if (*mn) {
       for (const auto& s : mn_sets) mn_opts.knobs.insert(dmb::systems::SplitAssignment(s));
       const auto pool = dmb::systems::ParseSize(mn_pool);
-      if (!pool) throw dmb::systems::ConfigError("--pool: expected a size like 256MB, got \"" + mn_pool + "\"");
+      if (!pool)
+        throw dmb::systems::ConfigError("--pool: expected a size like 256MB, got \"" + mn_pool +
+                                        "\"");
       mn_opts.pool_bytes = *pool;
       return dmb::systems::remote::RunMnDaemon(mn_opts);
     }

@@ -25,8 +25,8 @@
 namespace dmb::fabric {
 
 struct BackendOptions {
-  std::string kind = "sim";  // "sim" | "ibv"
-  uint64_t seed = 1;         // sim
+  std::string kind = "sim";          // "sim" | "ibv"
+  uint64_t seed = 1;                 // sim
   std::vector<std::string> devices;  // ibv: RDMA device names, e.g. {"rxe0", "rxe1"}
   int gid_index = -1;                // ibv: -1 = first RoCEv2/IB GID that is usable
 };

@@ -93,9 +93,12 @@ std::string_view QpStateName(QpState s) {
 
 std::vector<std::string> MissingCaps(const DeviceCaps& have, const std::vector<std::string>& need) {
   const std::pair<const char*, bool> all[] = {
-      {"mw_type1", have.mw_type1},         {"mw_type2", have.mw_type2},
-      {"atomics", have.atomics},           {"masked_atomics", have.masked_atomics},
-      {"cross_channel", have.cross_channel}, {"qpn_in_bind", have.qpn_in_bind},
+      {"mw_type1", have.mw_type1},
+      {"mw_type2", have.mw_type2},
+      {"atomics", have.atomics},
+      {"masked_atomics", have.masked_atomics},
+      {"cross_channel", have.cross_channel},
+      {"qpn_in_bind", have.qpn_in_bind},
   };
   std::vector<std::string> missing;
   for (const auto& n : need) {

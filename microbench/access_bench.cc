@@ -24,7 +24,8 @@ Task<void> Thread(Testbed* tb, uint32_t cn_i, const AccessBenchSpec* spec, Share
   if (!chunk.ok()) {
     ++sh->fails;
     if (sh->first_error.empty()) {
-      sh->first_error = chunk.status.ToString() + " (each thread holds one chunk; use a larger --pool)";
+      sh->first_error =
+          chunk.status.ToString() + " (each thread holds one chunk; use a larger --pool)";
     }
     co_return;
   }

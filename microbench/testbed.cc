@@ -51,7 +51,8 @@ Testbed::Testbed(const TestbedSpec& spec) : spec_(spec) {
 }
 
 sim::SimCluster& Testbed::cluster() {
-  if (!sim_) throw std::logic_error("this needs the simulator; the testbed runs on " + spec_.backend);
+  if (!sim_)
+    throw std::logic_error("this needs the simulator; the testbed runs on " + spec_.backend);
   return *sim_;
 }
 
@@ -94,10 +95,12 @@ void Testbed::SpawnMnDaemon() {
   char tmpl[] = "/tmp/dmb-mn-XXXXXX";
   if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
   mn_dir_ = tmpl;
-  std::vector<std::string> args = {exe,         "mn",          "--system",  spec_.system,
-                                   "--port",    "0",           "--port-file", mn_dir_ + "/port",
-                                   "--pool",    std::to_string(spec_.pool_bytes),
-                                   "--mn-cores", std::to_string(spec_.mn_cores)};
+  std::vector<std::string> args = {exe,           "mn",
+                                   "--system",    spec_.system,
+                                   "--port",      "0",
+                                   "--port-file", mn_dir_ + "/port",
+                                   "--pool",      std::to_string(spec_.pool_bytes),
+                                   "--mn-cores",  std::to_string(spec_.mn_cores)};
   if (!spec_.mn_device.empty()) args.insert(args.end(), {"--device", spec_.mn_device});
   if (std::getenv("DMB_MN_VERBOSE")) args.push_back("--verbose");
   for (const auto& [k, v] : spec_.knobs) args.insert(args.end(), {"--set", k + "=" + v});
@@ -112,7 +115,10 @@ void Testbed::SpawnMnDaemon() {
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (std::ifstream(mn_dir_ + "/port").good()) return;
+    if (std::ifstream(mn_dir_ + "/port").good()) {
+      WatchMnDaemon();
+      return;
+    }
     int status = 0;
     if (waitpid(mn_pid_, &status, WNOHANG) == mn_pid_) {
       mn_pid_ = -1;
@@ -124,6 +130,25 @@ void Testbed::SpawnMnDaemon() {
   }
   StopMnDaemon();
   throw std::runtime_error("the MN daemon did not start listening within 120 s");
+}
+
+// A daemon that dies (a crash, a kill) fails the run at once, naming how it
+// died, instead of leaving the CNs waiting for replies until the stall limit.
+void Testbed::WatchMnDaemon() {
+  auto* ibv = static_cast<fabric::ibv::IbvCluster*>(cluster_.get());
+  ibv->rt().AddPoller([this, last = std::chrono::steady_clock::now()]() mutable -> int {
+    const auto now = std::chrono::steady_clock::now();
+    if (mn_pid_ <= 0 || now - last < std::chrono::milliseconds(100)) return 0;
+    last = now;
+    int status = 0;
+    if (waitpid(mn_pid_, &status, WNOHANG) != mn_pid_) return 0;
+    mn_pid_ = -1;
+    throw std::runtime_error("the MN daemon (dmbench mn --system " + spec_.system + ") " +
+                             (WIFSIGNALED(status)
+                                  ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                  : "exited with status " + std::to_string(WEXITSTATUS(status))) +
+                             " while CNs were using it; its error (if any) is printed above");
+  });
 }
 
 void Testbed::StopMnDaemon() {
@@ -157,6 +182,7 @@ void Testbed::BuildIbv(systems::Deployment*) {
       "backend 'ibv' is not compiled in: install libibverbs-dev and re-run cmake");
 }
 void Testbed::SpawnMnDaemon() {}
+void Testbed::WatchMnDaemon() {}
 void Testbed::StopMnDaemon() {}
 #endif
 

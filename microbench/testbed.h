@@ -57,6 +57,7 @@ class Testbed {
  private:
   void BuildIbv(systems::Deployment* d);
   void SpawnMnDaemon();
+  void WatchMnDaemon();
   void StopMnDaemon();
 
   TestbedSpec spec_;

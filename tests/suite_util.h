@@ -1,10 +1,9 @@
 // Helpers for the suites that run against every registered approach.
 #pragma once
 
-#include <cstdlib>
-
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 

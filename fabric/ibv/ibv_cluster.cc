@@ -24,7 +24,11 @@ void RemoteNode::Refuse(const char* what) const {
 // ---- Node -------------------------------------------------------------------
 
 IbvNode::IbvNode(IbvCluster* cluster, uint32_t id, const NodeConfig& cfg, Device dev)
-    : cluster_(cluster), id_(id), name_(cfg.name), dev_(dev), mem_(cfg.name, cfg.memory_bytes),
+    : cluster_(cluster),
+      id_(id),
+      name_(cfg.name),
+      dev_(dev),
+      mem_(cfg.name, cfg.memory_bytes),
       cpu_(cfg.cpu_cores) {
   const int fl = fcntl(dev_.ctx->async_fd, F_GETFL);
   fcntl(dev_.ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
@@ -66,16 +70,15 @@ Task<Mr*> IbvNode::RegMr(Pd* pd, uint64_t addr, uint64_t length, uint32_t access
   if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) {
     throw VerbsError(EINVAL, "reg_mr: REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE");
   }
-  ibv_mr* mr = ibv_reg_mr_iova(p->raw(), mem_.host(addr), length, addr,
-                               [&] {
-                                 int f = 0;
-                                 if (access & kLocalWrite) f |= IBV_ACCESS_LOCAL_WRITE;
-                                 if (access & kRemoteWrite) f |= IBV_ACCESS_REMOTE_WRITE;
-                                 if (access & kRemoteRead) f |= IBV_ACCESS_REMOTE_READ;
-                                 if (access & kRemoteAtomic) f |= IBV_ACCESS_REMOTE_ATOMIC;
-                                 if (access & kMwBind) f |= IBV_ACCESS_MW_BIND;
-                                 return f;
-                               }());
+  ibv_mr* mr = ibv_reg_mr_iova(p->raw(), mem_.host(addr), length, addr, [&] {
+    int f = 0;
+    if (access & kLocalWrite) f |= IBV_ACCESS_LOCAL_WRITE;
+    if (access & kRemoteWrite) f |= IBV_ACCESS_REMOTE_WRITE;
+    if (access & kRemoteRead) f |= IBV_ACCESS_REMOTE_READ;
+    if (access & kRemoteAtomic) f |= IBV_ACCESS_REMOTE_ATOMIC;
+    if (access & kMwBind) f |= IBV_ACCESS_MW_BIND;
+    return f;
+  }());
   if (!mr) {
     throw VerbsError(errno, "ibv_reg_mr_iova on node '" + name_ + "' [" + std::to_string(addr) +
                                 ", +" + std::to_string(length) + "): " + strerror(errno));
@@ -105,7 +108,8 @@ Mw* IbvNode::AllocMw(Pd* pd, MwType type) {
   ibv_mw* mw = ibv_alloc_mw(p->raw(), type == MwType::kType1 ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2);
   if (!mw) {
     throw VerbsError(errno, "ibv_alloc_mw(type " + std::to_string(static_cast<int>(type)) +
-                                ") on node '" + name_ + "' (" + dev_.name + "): " + strerror(errno));
+                                ") on node '" + name_ + "' (" + dev_.name +
+                                "): " + strerror(errno));
   }
   mws_.push_back(std::make_unique<IbvMw>(mw, p, type));
   return mws_.back().get();
@@ -157,9 +161,8 @@ Qp* IbvNode::CreateQp(const QpInitAttr& attr) {
   a.cap.max_recv_sge = std::max(1u, attr.max_recv_sge);
   ibv_qp* qp = ibv_create_qp(pd->raw(), &a);
   if (!qp) {
-    throw VerbsError(errno, "ibv_create_qp on node '" + name_ + "' (" + dev_.name +
-                                ", send_wr=" + std::to_string(attr.max_send_wr) +
-                                "): " + strerror(errno));
+    throw VerbsError(errno, "ibv_create_qp on node '" + name_ + "' (" + dev_.name + ", send_wr=" +
+                                std::to_string(attr.max_send_wr) + "): " + strerror(errno));
   }
   qps_.push_back(std::make_unique<IbvQp>(this, qp, attr, a.cap.max_send_wr, a.cap.max_recv_wr));
   qp_by_num_[qp->qp_num] = qps_.back().get();
@@ -275,7 +278,8 @@ QpAddr IbvCluster::AddrOf(Qp* qp) const {
     auto* in = dynamic_cast<IbvNode*>(n.get());
     if (in && in->LocalQp(q->qp_num()) == q) return QpAddr{in->device().addr, q->qp_num()};
   }
-  throw std::invalid_argument("AddrOf: QP " + std::to_string(q->qp_num()) + " is not in this cluster");
+  throw std::invalid_argument("AddrOf: QP " + std::to_string(q->qp_num()) +
+                              " is not in this cluster");
 }
 
 void IbvCluster::ConnectTo(Qp* qp, const QpAddr& peer) {

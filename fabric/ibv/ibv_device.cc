@@ -16,8 +16,8 @@ int MtuBytes(ibv_mtu m) { return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128 << 
 DeviceCaps CapsOf(const ibv_device_attr& a, std::vector<std::string>* notes) {
   DeviceCaps c;
   c.mw_type1 = a.max_mw > 0 && (a.device_cap_flags & IBV_DEVICE_MEM_WINDOW);
-  c.mw_type2 = a.max_mw > 0 && (a.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A |
-                                                      IBV_DEVICE_MEM_WINDOW_TYPE_2B));
+  c.mw_type2 = a.max_mw > 0 && (a.device_cap_flags &
+                                (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B));
   c.atomics = a.atomic_cap != IBV_ATOMIC_NONE;
   c.masked_atomics = false;
   c.cross_channel = false;
@@ -57,7 +57,8 @@ std::string DeviceNames() {
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
   std::string names;
-  for (int i = 0; list && i < n; ++i) names += std::string(names.empty() ? "" : ", ") + ibv_get_device_name(list[i]);
+  for (int i = 0; list && i < n; ++i)
+    names += std::string(names.empty() ? "" : ", ") + ibv_get_device_name(list[i]);
   if (list) ibv_free_device_list(list);
   return names.empty() ? "none" : names;
 }
@@ -88,8 +89,8 @@ Device OpenDevice(const std::string& name, int gid_index) {
   }
   ibv_free_device_list(list);
   if (!d.ctx) {
-    throw std::runtime_error("RDMA device '" + name + "' not found; devices present: " +
-                             DeviceNames());
+    throw std::runtime_error("RDMA device '" + name +
+                             "' not found; devices present: " + DeviceNames());
   }
   if (ibv_query_device(d.ctx, &d.attr) != 0) {
     throw std::runtime_error("ibv_query_device(" + d.name + ") failed: " + strerror(errno));

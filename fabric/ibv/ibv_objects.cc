@@ -25,30 +25,49 @@ int IbvAccess(uint32_t a) {
 
 WcStatus FromIbv(ibv_wc_status s) {
   switch (s) {
-    case IBV_WC_SUCCESS: return WcStatus::kSuccess;
-    case IBV_WC_LOC_LEN_ERR: return WcStatus::kLocLenErr;
-    case IBV_WC_LOC_QP_OP_ERR: return WcStatus::kLocQpOpErr;
-    case IBV_WC_LOC_PROT_ERR: return WcStatus::kLocProtErr;
-    case IBV_WC_WR_FLUSH_ERR: return WcStatus::kWrFlushErr;
-    case IBV_WC_MW_BIND_ERR: return WcStatus::kMwBindErr;
-    case IBV_WC_REM_INV_REQ_ERR: return WcStatus::kRemInvReqErr;
-    case IBV_WC_REM_ACCESS_ERR: return WcStatus::kRemAccessErr;
-    case IBV_WC_REM_OP_ERR: return WcStatus::kRemOpErr;
-    case IBV_WC_RETRY_EXC_ERR: return WcStatus::kRetryExcErr;
-    case IBV_WC_RNR_RETRY_EXC_ERR: return WcStatus::kRnrRetryExcErr;
-    case IBV_WC_LOC_ACCESS_ERR: return WcStatus::kLocAccessErr;
-    case IBV_WC_BAD_RESP_ERR: return WcStatus::kRemOpErr;
-    default: return WcStatus::kLocQpOpErr;  // general/EEC/RDD errors: a local QP failure
+    case IBV_WC_SUCCESS:
+      return WcStatus::kSuccess;
+    case IBV_WC_LOC_LEN_ERR:
+      return WcStatus::kLocLenErr;
+    case IBV_WC_LOC_QP_OP_ERR:
+      return WcStatus::kLocQpOpErr;
+    case IBV_WC_LOC_PROT_ERR:
+      return WcStatus::kLocProtErr;
+    case IBV_WC_WR_FLUSH_ERR:
+      return WcStatus::kWrFlushErr;
+    case IBV_WC_MW_BIND_ERR:
+      return WcStatus::kMwBindErr;
+    case IBV_WC_REM_INV_REQ_ERR:
+      return WcStatus::kRemInvReqErr;
+    case IBV_WC_REM_ACCESS_ERR:
+      return WcStatus::kRemAccessErr;
+    case IBV_WC_REM_OP_ERR:
+      return WcStatus::kRemOpErr;
+    case IBV_WC_RETRY_EXC_ERR:
+      return WcStatus::kRetryExcErr;
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return WcStatus::kRnrRetryExcErr;
+    case IBV_WC_LOC_ACCESS_ERR:
+      return WcStatus::kLocAccessErr;
+    case IBV_WC_BAD_RESP_ERR:
+      return WcStatus::kRemOpErr;
+    default:
+      return WcStatus::kLocQpOpErr;  // general/EEC/RDD errors: a local QP failure
   }
 }
 
 ibv_qp_state ToIbv(QpState s) {
   switch (s) {
-    case QpState::kReset: return IBV_QPS_RESET;
-    case QpState::kInit: return IBV_QPS_INIT;
-    case QpState::kRtr: return IBV_QPS_RTR;
-    case QpState::kRts: return IBV_QPS_RTS;
-    case QpState::kErr: return IBV_QPS_ERR;
+    case QpState::kReset:
+      return IBV_QPS_RESET;
+    case QpState::kInit:
+      return IBV_QPS_INIT;
+    case QpState::kRtr:
+      return IBV_QPS_RTR;
+    case QpState::kRts:
+      return IBV_QPS_RTS;
+    case QpState::kErr:
+      return IBV_QPS_ERR;
   }
   return IBV_QPS_ERR;
 }
@@ -193,9 +212,11 @@ int IbvCq::Poll(std::span<WorkCompletion> out) {
 
 // ---- QP ---------------------------------------------------------------------
 
-IbvQp::IbvQp(IbvNode* node, ibv_qp* qp, const QpInitAttr& attr, uint32_t sq_size,
-             uint32_t rq_size)
-    : node_(node), qp_(qp), attr_(attr), sq_meta_(std::max(1u, sq_size)),
+IbvQp::IbvQp(IbvNode* node, ibv_qp* qp, const QpInitAttr& attr, uint32_t sq_size, uint32_t rq_size)
+    : node_(node),
+      qp_(qp),
+      attr_(attr),
+      sq_meta_(std::max(1u, sq_size)),
       rq_meta_(std::max(1u, rq_size)) {}
 
 void IbvQp::Refuse(const char* what) const {
@@ -239,19 +260,29 @@ QpState IbvQp::QueryState() {
   ibv_qp_init_attr ia = {};
   if (ibv_query_qp(qp_, &a, IBV_QP_STATE, &ia) != 0) return state_;
   switch (a.qp_state) {
-    case IBV_QPS_RESET: state_ = QpState::kReset; break;
-    case IBV_QPS_INIT: state_ = QpState::kInit; break;
-    case IBV_QPS_RTR: state_ = QpState::kRtr; break;
-    case IBV_QPS_RTS: state_ = QpState::kRts; break;
-    default: state_ = QpState::kErr; break;  // ERR, SQE, SQD: no longer usable
+    case IBV_QPS_RESET:
+      state_ = QpState::kReset;
+      break;
+    case IBV_QPS_INIT:
+      state_ = QpState::kInit;
+      break;
+    case IBV_QPS_RTR:
+      state_ = QpState::kRtr;
+      break;
+    case IBV_QPS_RTS:
+      state_ = QpState::kRts;
+      break;
+    default:
+      state_ = QpState::kErr;
+      break;  // ERR, SQE, SQD: no longer usable
   }
   return state_;
 }
 
 void IbvQp::ModifyRaw(QpState target, const QpAddr* peer) {
   if (!Legal(state_, target)) {
-    throw VerbsError(EINVAL, "illegal QP transition " + std::string(QpStateName(state_)) +
-                                 " -> " + std::string(QpStateName(target)) + " on QP " +
+    throw VerbsError(EINVAL, "illegal QP transition " + std::string(QpStateName(state_)) + " -> " +
+                                 std::string(QpStateName(target)) + " on QP " +
                                  std::to_string(qp_num()));
   }
   const Device& dev = node_->device();
@@ -269,8 +300,8 @@ void IbvQp::ModifyRaw(QpState target, const QpAddr* peer) {
     a.path_mtu = std::min(dev.addr.active_mtu, peer->port.active_mtu);
     a.dest_qp_num = peer->qpn;
     a.rq_psn = 0;
-    a.max_dest_rd_atomic = static_cast<uint8_t>(std::min<uint32_t>(
-        attr_.max_rd_atomic, std::max(1, dev.attr.max_qp_rd_atom)));
+    a.max_dest_rd_atomic = static_cast<uint8_t>(
+        std::min<uint32_t>(attr_.max_rd_atomic, std::max(1, dev.attr.max_qp_rd_atom)));
     a.min_rnr_timer = 12;  // 0.64 ms, as the simulator's RNR timer
     a.ah_attr.port_num = dev.addr.port;
     a.ah_attr.dlid = peer->port.lid;
@@ -283,12 +314,12 @@ void IbvQp::ModifyRaw(QpState target, const QpAddr* peer) {
     mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
   } else if (target == QpState::kRts) {
-    a.timeout = 14;  // 4.096 us * 2^14 = 67 ms per retry
+    a.timeout = 14;   // 4.096 us * 2^14 = 67 ms per retry
     a.retry_cnt = 6;  // rxe treats 7 as "retry forever" (like rnr_retry); IBA does not
     a.rnr_retry = 7;
     a.sq_psn = 0;
-    a.max_rd_atomic = static_cast<uint8_t>(std::min<uint32_t>(
-        attr_.max_rd_atomic, std::max(1, dev.attr.max_qp_init_rd_atom)));
+    a.max_rd_atomic = static_cast<uint8_t>(
+        std::min<uint32_t>(attr_.max_rd_atomic, std::max(1, dev.attr.max_qp_init_rd_atom)));
     mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
             IBV_QP_MAX_QP_RD_ATOMIC;
   }
@@ -341,8 +372,8 @@ int IbvQp::PostSend(const SendWr& wr, uint64_t* wqe_index) {
   ibv_send_wr w = {};
   w.sg_list = sges;
   w.num_sge = static_cast<int>(wr.sg_list.size());
-  w.send_flags = (wr.flags & kSignaled ? IBV_SEND_SIGNALED : 0) |
-                 (wr.flags & kFence ? IBV_SEND_FENCE : 0);
+  w.send_flags =
+      (wr.flags & kSignaled ? IBV_SEND_SIGNALED : 0) | (wr.flags & kFence ? IBV_SEND_FENCE : 0);
   switch (wr.opcode) {
     case Opcode::kWrite:
     case Opcode::kWriteWithImm:
@@ -363,8 +394,8 @@ int IbvQp::PostSend(const SendWr& wr, uint64_t* wqe_index) {
       break;
     case Opcode::kCmpAndSwp:
     case Opcode::kFetchAndAdd:
-      w.opcode = wr.opcode == Opcode::kCmpAndSwp ? IBV_WR_ATOMIC_CMP_AND_SWP
-                                                 : IBV_WR_ATOMIC_FETCH_AND_ADD;
+      w.opcode =
+          wr.opcode == Opcode::kCmpAndSwp ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
       w.wr.atomic.remote_addr = wr.remote_addr;
       w.wr.atomic.rkey = wr.rkey;
       w.wr.atomic.compare_add = wr.compare_add;
@@ -419,8 +450,8 @@ int IbvQp::PostRecv(const RecvWr& wr, uint64_t* wqe_index) {
   return 0;
 }
 
-int IbvQp::BindMw(Mw* mw, uint64_t wr_id, Mr* mr, uint64_t addr, uint64_t length,
-                  uint32_t access, uint32_t new_rkey, uint8_t flags) {
+int IbvQp::BindMw(Mw* mw, uint64_t wr_id, Mr* mr, uint64_t addr, uint64_t length, uint32_t access,
+                  uint32_t new_rkey, uint8_t flags) {
   auto* m = dynamic_cast<IbvMw*>(mw);
   if (!m || m->type() != MwType::kType1) return EINVAL;
   // ibv_bind_mw picks the next key itself.
@@ -435,7 +466,8 @@ int IbvQp::BindMw(Mw* mw, uint64_t wr_id, Mr* mr, uint64_t addr, uint64_t length
   }
   ibv_mw_bind b = {};
   b.wr_id = sq_next_;
-  b.send_flags = (flags & kSignaled ? IBV_SEND_SIGNALED : 0) | (flags & kFence ? IBV_SEND_FENCE : 0);
+  b.send_flags =
+      (flags & kSignaled ? IBV_SEND_SIGNALED : 0) | (flags & kFence ? IBV_SEND_FENCE : 0);
   b.bind_info.mr = r->raw();
   b.bind_info.addr = unbind ? r->addr() : addr;
   b.bind_info.length = unbind ? 0 : length;

@@ -514,14 +514,25 @@ std::vector<Scenario> MwScenarios() {
       {"mw2_local_inv_from_other_qp_fails",
        "a type-2 window cannot be invalidated from another QP of the PD",
        Mw2LocalInvFromOtherQpFails,
-       {{"rxe", "LOCAL_INV posted on b2", "SUCCESS", "rxe lets any QP of the PD invalidate a type-2 window (rxe_check_invalidate_mw checks only the type); the sim ties a type-2B window to its QP unless the QP is created with invalidate_any_qp (MN admin QPs); ConnectX behaviour to be confirmed on hardware"}, {"rxe", "READ via b1 (window still bound)", "REM_ACCESS_ERR", "consequence of the line above: the window was invalidated"}}},
+       {{"rxe", "LOCAL_INV posted on b2", "SUCCESS",
+         "rxe lets any QP of the PD invalidate a type-2 window (rxe_check_invalidate_mw checks "
+         "only the type); the sim ties a type-2B window to its QP unless the QP is created with "
+         "invalidate_any_qp (MN admin QPs); ConnectX behaviour to be confirmed on hardware"},
+        {"rxe", "READ via b1 (window still bound)", "REM_ACCESS_ERR",
+         "consequence of the line above: the window was invalidated"}}},
       {"mw2_send_with_inv_invalidates",
        "SEND_WITH_INV invalidates the window; the RECV reports the invalidated rkey",
        Mw2SendWithInvInvalidates,
-       {{"rxe", "RECV invalidated rkey is the window's", "no", "rxe invalidates the window but its RECV completion lacks IBV_WC_WITH_INV (it sets the kernel's IB_WC_WITH_INVALIDATE bit, which user space reads as another flag), so the rkey is not reported"}}},
-      {"mw2_send_with_inv_wrong_key", "SEND_WITH_INV naming a wrong rkey fails on both sides",
+       {{"rxe", "RECV invalidated rkey is the window's", "no",
+         "rxe invalidates the window but its RECV completion lacks IBV_WC_WITH_INV (it sets the "
+         "kernel's IB_WC_WITH_INVALIDATE bit, which user space reads as another flag), so the rkey "
+         "is not reported"}}},
+      {"mw2_send_with_inv_wrong_key",
+       "SEND_WITH_INV naming a wrong rkey fails on both sides",
        Mw2SendWithInvWrongKey,
-       {{"rxe", "SEND_WITH_INV (wrong key) status", "SUCCESS", "rxe does not fail a SEND_WITH_INV whose rkey names no valid window or MR; the spec NAKs it (REM_INV_REQ_ERR)"}}},
+       {{"rxe", "SEND_WITH_INV (wrong key) status", "SUCCESS",
+         "rxe does not fail a SEND_WITH_INV whose rkey names no valid window or MR; the spec NAKs "
+         "it (REM_INV_REQ_ERR)"}}},
       {"mw2_bind_needs_mw_bind_on_mr", "binding to an MR without MW_BIND is MW_BIND_ERR",
        Mw2BindNeedsMwBindOnMr},
       {"mw2_bind_outside_mr_fails", "a window reaching past the MR is MW_BIND_ERR",

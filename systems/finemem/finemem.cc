@@ -1,9 +1,9 @@
 // finemem: the protocol is described in finemem.h, the bits in finemem_layout.h.
 #include "systems/finemem/finemem.h"
 
-#include <cstring>
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>

@@ -128,7 +128,8 @@ std::string FromHex(const std::string& hex) {
     throw std::invalid_argument("not hex: '" + hex.substr(0, 16) + "'");
   };
   std::string out;
-  for (size_t i = 0; i < hex.size(); i += 2) out += static_cast<char>(val(hex[i]) * 16 + val(hex[i + 1]));
+  for (size_t i = 0; i < hex.size(); i += 2)
+    out += static_cast<char>(val(hex[i]) * 16 + val(hex[i + 1]));
   return out;
 }
 

@@ -18,7 +18,6 @@
 namespace dmb::systems::remote {
 namespace {
 
-
 class Daemon {
  public:
   Daemon(const MnDaemonOptions& o) : opts_(o), cluster_({o.device}) {}
@@ -45,7 +44,8 @@ class Daemon {
 
  private:
   void Listen() {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    // Non-blocking: the serving loop polls it between the approach's coroutines.
+    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     int one = 1;
     setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_in a = {};
@@ -115,11 +115,10 @@ class Daemon {
     if (op == "hello" && w.size() == 3) {
       const std::string mine = KnobsWord(mm_->knobs().values());
       if (w[1] != opts_.system || w[2] != mine) {
-        co_return "err this MN runs " + opts_.system + " (" + mine + "), the CN asked for " +
-            w[1] + " (" + w[2] + ")";
+        co_return "err this MN runs " + opts_.system + " (" + mine + "), the CN asked for " + w[1] +
+            " (" + w[2] + ")";
       }
-      co_return "ok " + EncodePort(cluster_.PortOf(mn_->id())) + " " +
-          ToHex(mm_->mn().Published());
+      co_return "ok " + EncodePort(cluster_.PortOf(mn_->id())) + " " + ToHex(mm_->mn().Published());
     }
     if (op == "lane" && w.size() == 2) {
       fabric::Qp* qp = mm_->mn().CreateLaneQp(CnIndex(w[1]));
@@ -137,8 +136,8 @@ class Daemon {
     }
     if (op == "stats" && w.size() == 1) {
       const MnStats s = mm_->mn().stats();
-      co_return "ok " + std::to_string(s.pool_bytes) + " " + std::to_string(s.chunks_total) +
-          " " + std::to_string(s.chunks_in_use) + " " + std::to_string(s.rpcs_served) + " " +
+      co_return "ok " + std::to_string(s.pool_bytes) + " " + std::to_string(s.chunks_total) + " " +
+          std::to_string(s.chunks_in_use) + " " + std::to_string(s.rpcs_served) + " " +
           std::to_string(s.rpcs_rejected);
     }
     if (op == "reclaim" && w.size() == 2) {

@@ -11,9 +11,9 @@ namespace dmb::systems::remote {
 struct MnDaemonOptions {
   std::string system;
   std::map<std::string, std::string> knobs;
-  std::string device;        // "" = the first RDMA device
-  int port = 0;              // TCP port to listen on; 0 = any free port
-  std::string port_file;     // where to write the chosen port ("" = none)
+  std::string device;     // "" = the first RDMA device
+  int port = 0;           // TCP port to listen on; 0 = any free port
+  std::string port_file;  // where to write the chosen port ("" = none)
   uint64_t pool_bytes = 256ull << 20;
   int mn_cores = 1;
   bool verbose = false;

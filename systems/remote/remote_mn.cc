@@ -28,7 +28,8 @@ class BootstrapQp : public fabric::ibv::RemoteQp {
 
 RemoteMn::RemoteMn(fabric::ibv::IbvCluster* cluster, const std::string& endpoint,
                    const std::string& system, const Knobs& knobs)
-    : cluster_(cluster), endpoint_(endpoint),
+    : cluster_(cluster),
+      endpoint_(endpoint),
       conn_(std::make_unique<LineConn>(LineConn::Dial(endpoint, std::chrono::seconds(30)))) {
   const auto w = Call("hello " + system + " " + KnobsWord(knobs.values()));
   if (w.size() != 2) throw std::runtime_error("MN daemon at " + endpoint + ": bad hello reply");
@@ -55,7 +56,8 @@ std::vector<std::string> RemoteMn::Call(const std::string& request) const {
 
 fabric::Qp* RemoteMn::CreateLaneQp(uint32_t cn_index) {
   const auto w = Call("lane " + std::to_string(cn_index));
-  fabric::ibv::QpAddr addr{cluster_->PortOf(node_->id()), static_cast<uint32_t>(std::stoul(w.at(0)))};
+  fabric::ibv::QpAddr addr{cluster_->PortOf(node_->id()),
+                           static_cast<uint32_t>(std::stoul(w.at(0)))};
   lanes_.push_back(std::make_unique<BootstrapQp>(this, cn_index, node_->id(), addr));
   return lanes_.back().get();
 }

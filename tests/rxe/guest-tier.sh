@@ -7,7 +7,8 @@
 # 2. ctest -L rxe in BUILD_DIR (the build tree is the host's, read-only with a
 #    throw-away overlay); finding no rxe-labelled test is a failure unless
 #    RXE_ALLOW_EMPTY=1;
-# 3. perftest.sh: reference READ latency / message rate -> BUILD_DIR/rxe/perftest.json.
+# 3. perftest.sh: reference READ latency / message rate -> BUILD_DIR/rxe/perftest.json,
+#    then access-vs-perftest.sh: `dmbench micro access --backend ibv` beside it.
 # Results in BUILD_DIR/rxe/: ctest.log, perftest.json, perftest-*.log.
 # Exit status: ctest's (a perftest failure is reported but does not change it).
 # Env: RXE_ALLOW_EMPTY=1, RXE_TEST_TIMEOUT (per test, default 300 s),
@@ -41,7 +42,13 @@ else
 fi
 
 echo "=== guest-tier: perftest reference"
-"$HERE/perftest.sh" "$B" || echo "guest-tier: WARNING: perftest reference run failed (ctest status unaffected)" >&2
+if "$HERE/perftest.sh" "$B"; then
+  echo "=== guest-tier: dmbench micro access next to perftest"
+  "$HERE/access-vs-perftest.sh" "$B" ||
+    echo "guest-tier: WARNING: micro access comparison failed (ctest status unaffected)" >&2
+else
+  echo "guest-tier: WARNING: perftest reference run failed (ctest status unaffected)" >&2
+fi
 
 echo "=== guest-tier: done, ctest status $rc"
 exit $rc

@@ -1,0 +1,75 @@
+#include "systems/remote/bootstrap.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstring>
+
+namespace dmb::systems::remote {
+namespace {
+
+TEST(Bootstrap, QpAddressRoundTrips) {
+  fabric::ibv::QpAddr q;
+  for (int i = 0; i < 16; ++i) q.port.gid[i] = static_cast<uint8_t>(i * 17);
+  q.port.lid = 513;
+  q.port.port = 2;
+  q.port.gid_index = 3;
+  q.port.is_roce = false;
+  q.port.active_mtu = IBV_MTU_4096;
+  q.qpn = 0xabcdef;
+  const fabric::ibv::QpAddr r = DecodeQp(EncodeQp(q));
+  EXPECT_EQ(r.qpn, q.qpn);
+  EXPECT_EQ(0, std::memcmp(r.port.gid, q.port.gid, 16));
+  EXPECT_EQ(r.port.lid, 513);
+  EXPECT_EQ(r.port.port, 2);
+  EXPECT_EQ(r.port.gid_index, 3);
+  EXPECT_FALSE(r.port.is_roce);
+  EXPECT_EQ(r.port.active_mtu, IBV_MTU_4096);
+}
+
+TEST(Bootstrap, MalformedAddressesAreNamed) {
+  EXPECT_THROW(DecodeQp("12"), std::invalid_argument);
+  EXPECT_THROW(DecodeQp("12@zz/1/1/1/1/3"), std::invalid_argument);
+  EXPECT_THROW(DecodePort("00/1/1"), std::invalid_argument);
+  try {
+    FromHex("abc");
+    FAIL() << "odd-length hex accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("odd-length"), std::string::npos);
+  }
+}
+
+TEST(Bootstrap, HexAndKnobWords) {
+  const std::string bytes("\x00\x01\xfe\xff", 4);
+  EXPECT_EQ(ToHex(bytes), "0001feff");
+  EXPECT_EQ(FromHex(ToHex(bytes)), bytes);
+  EXPECT_EQ(ToHex(""), "-");
+  EXPECT_EQ(FromHex("-"), "");
+  EXPECT_EQ(KnobsWord({}), "-");
+  EXPECT_EQ(KnobsWord({{"mw_type", "2"}, {"granularity", "4KB"}}), "granularity=4KB,mw_type=2");
+}
+
+TEST(Bootstrap, LinesSplitAcrossReadsAndTimeouts) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  LineConn a(sv[0]), b(sv[1]);
+  a.WriteLine("hello static_mr -");
+  a.WriteLine("lane 3");
+  EXPECT_EQ(b.ReadLine(std::chrono::milliseconds(1000)), "hello static_mr -");
+  EXPECT_EQ(b.ReadLine(std::chrono::milliseconds(1000)), "lane 3");
+  EXPECT_THROW(b.ReadLine(std::chrono::milliseconds(50)), std::runtime_error);
+}
+
+TEST(Bootstrap, DialingNobodySaysWhatToStart) {
+  try {
+    LineConn::Dial("127.0.0.1:1", std::chrono::seconds(1));
+    FAIL() << "connected to port 1";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("dmbench mn"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(LineConn::Dial("no-port", std::chrono::seconds(1)), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace dmb::systems::remote
