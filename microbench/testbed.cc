@@ -82,9 +82,11 @@ void Testbed::BuildIbv(systems::Deployment* d) {
   }
   const auto& info = systems::Registry::Get(spec_.system);
   const systems::Knobs knobs = systems::ValidateKnobs(info.name, info.knobs, spec_.knobs);
-  auto rm = std::make_unique<systems::remote::RemoteMn>(ibv, endpoint, spec_.system, knobs);
+  auto rm = std::make_unique<systems::remote::RemoteMn>(ibv, endpoint, spec_.system, knobs,
+                                                        static_cast<uint32_t>(spec_.cns));
   mn_ = rm->node();
   d->remote_mn = rm.get();
+  d->cn_index_base = rm->cn_index_base();
   remote_mn_ = std::move(rm);
 }
 

@@ -184,6 +184,9 @@ struct Deployment {
   std::vector<fabric::Node*> cns;
   uint64_t pool_bytes = 1ull << 30;  // MN memory the approach manages
   MnSide* remote_mn = nullptr;
+  // CN i of this deployment is CN (cn_index_base + i) to the MN: CN processes
+  // sharing one MN daemon get disjoint ranges (the daemon hands them out).
+  uint32_t cn_index_base = 0;
 };
 
 class MemoryManager {

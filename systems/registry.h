@@ -56,7 +56,7 @@ class BasicManager : public MemoryManager {
       mn_side_ = mn_.get();
     }
     for (uint32_t i = 0; i < d.cns.size(); ++i) {
-      cns_.push_back(std::make_unique<Cn>(d, i, mn_side_, knobs));
+      cns_.push_back(std::make_unique<Cn>(d, d.cn_index_base + i, mn_side_, knobs));
     }
   }
   const std::string& system() const override { return system_; }

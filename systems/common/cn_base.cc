@@ -13,7 +13,11 @@ constexpr uint64_t kCtrlBytes = 2 * kRpcSlotBytes;
 }
 
 CnBase::CnBase(const Deployment& d, uint32_t cn_index, MnControl* mn, const Capabilities& caps)
-    : deployment_(d), cn_index_(cn_index), mn_(mn), caps_(caps), node_(d.cns.at(cn_index)) {}
+    : deployment_(d),
+      cn_index_(cn_index),
+      mn_(mn),
+      caps_(caps),
+      node_(d.cns.at(cn_index - d.cn_index_base)) {}
 
 CnBase::~CnBase() = default;
 

@@ -3,7 +3,8 @@
 // path (connection setup, stats, crash reclamation). The data path is verbs.
 //
 // Protocol (requests from the CN; every reply is "ok ..." or "err <why>"):
-//   hello <system> <knob=value,...|->   -> ok <mn port address> <published hex>
+//   hello <system> <knob=value,...|-> <cns>
+//                       -> ok <mn port address> <published hex> <first cn index>
 //   lane <cn_index>                      -> ok <qpn>
 //   connect <cn_index> <qpn> <cn qp address>  -> ok
 //   stats                                -> ok <pool> <total> <in_use> <served> <rejected>

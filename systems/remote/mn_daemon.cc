@@ -112,13 +112,18 @@ class Daemon {
   Task<std::string> Dispatch(const std::vector<std::string>& w) {
     if (w.empty()) co_return "err empty request";
     const std::string& op = w[0];
-    if (op == "hello" && w.size() == 3) {
+    if (op == "hello" && w.size() == 4) {
       const std::string mine = KnobsWord(mm_->knobs().values());
       if (w[1] != opts_.system || w[2] != mine) {
         co_return "err this MN runs " + opts_.system + " (" + mine + "), the CN asked for " + w[1] +
             " (" + w[2] + ")";
       }
-      co_return "ok " + EncodePort(cluster_.PortOf(mn_->id())) + " " + ToHex(mm_->mn().Published());
+      const uint32_t n = CnIndex(w[3]);
+      if (next_cn_ + n > 1024) co_return "err no CN indexes left (1024 per daemon); restart it";
+      const uint32_t base = next_cn_;
+      next_cn_ += n;
+      co_return "ok " + EncodePort(cluster_.PortOf(mn_->id())) + " " +
+          ToHex(mm_->mn().Published()) + " " + std::to_string(base);
     }
     if (op == "lane" && w.size() == 2) {
       fabric::Qp* qp = mm_->mn().CreateLaneQp(CnIndex(w[1]));
@@ -159,6 +164,7 @@ class Daemon {
   int listen_fd_ = -1;
   int port_ = 0;
   bool stop_ = false;
+  uint32_t next_cn_ = 0;  // CN indexes handed out so far
   std::vector<std::unique_ptr<LineConn>> conns_;
 };
 

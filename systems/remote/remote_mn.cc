@@ -27,12 +27,14 @@ class BootstrapQp : public fabric::ibv::RemoteQp {
 }  // namespace
 
 RemoteMn::RemoteMn(fabric::ibv::IbvCluster* cluster, const std::string& endpoint,
-                   const std::string& system, const Knobs& knobs)
+                   const std::string& system, const Knobs& knobs, uint32_t cns)
     : cluster_(cluster),
       endpoint_(endpoint),
       conn_(std::make_unique<LineConn>(LineConn::Dial(endpoint, std::chrono::seconds(30)))) {
-  const auto w = Call("hello " + system + " " + KnobsWord(knobs.values()));
-  if (w.size() != 2) throw std::runtime_error("MN daemon at " + endpoint + ": bad hello reply");
+  const auto w =
+      Call("hello " + system + " " + KnobsWord(knobs.values()) + " " + std::to_string(cns));
+  if (w.size() != 3) throw std::runtime_error("MN daemon at " + endpoint + ": bad hello reply");
+  cn_index_base_ = static_cast<uint32_t>(std::stoul(w[2]));
   node_ = cluster_->AddRemoteNode("mn@" + endpoint, DecodePort(w[0]));
   published_ = FromHex(w[1]);
 }

@@ -18,8 +18,11 @@ class RemoteMn : public MnSide {
   // Connects to `endpoint` (HOST:PORT), checks that the daemon runs `system`
   // with exactly `knobs` (validated, defaults filled in), and adds the MN as a
   // remote node of `cluster`. Throws std::runtime_error naming a mismatch.
+  // `cns`: how many CN sides this process runs; the daemon assigns them the
+  // indexes [cn_index_base(), +cns).
   RemoteMn(fabric::ibv::IbvCluster* cluster, const std::string& endpoint, const std::string& system,
-           const Knobs& knobs);
+           const Knobs& knobs, uint32_t cns);
+  uint32_t cn_index_base() const { return cn_index_base_; }
   ~RemoteMn() override;
 
   fabric::Qp* CreateLaneQp(uint32_t cn_index) override;
@@ -42,6 +45,7 @@ class RemoteMn : public MnSide {
   std::unique_ptr<LineConn> conn_;
   fabric::Node* node_ = nullptr;
   std::string published_;
+  uint32_t cn_index_base_ = 0;
   std::vector<std::unique_ptr<fabric::Qp>> lanes_;
 };
 
