@@ -180,14 +180,12 @@ int IbvCq::Pump() {
   return n;
 }
 
-bool IbvCq::TryPop(WorkCompletion* wc) {
-  if (head_) return false;  // earlier waiters go first
-  if (ready_.empty()) PollDevice();
-  if (ready_.empty()) return false;
-  *wc = ready_.front();
-  ready_.pop_front();
-  return true;
-}
+// Always suspends: the waiter is resumed from the runtime loop. Completing
+// inline when a completion is already there would let a loop of operations
+// run without ever returning to the loop, and every Task hand-off that the
+// compiler does not turn into a tail call (ASan builds) would then grow the
+// stack until it overflows. One loop turn per completion is cheap.
+bool IbvCq::TryPop(WorkCompletion*) { return false; }
 
 void IbvCq::AddWaiter(Waiter* w) {
   w->next = nullptr;
@@ -197,6 +195,7 @@ void IbvCq::AddWaiter(Waiter* w) {
     head_ = w;
   }
   tail_ = w;
+  Wake();  // a completion already polled goes to it on the next loop turn
 }
 
 int IbvCq::Poll(std::span<WorkCompletion> out) {
