@@ -109,6 +109,9 @@ struct NodeConfig {
   uint64_t memory_bytes = 1ull << 30;
   int cpu_cores = 1;
   uint64_t page_bytes = 4096;  // OS page size backing MRs (4 KB or 2 MB)
+  // sim: what the simulated RNIC offers (default: ConnectX-5 with
+  // cross-channel QPs). ibv: ignored, the device says.
+  DeviceCaps caps;
 };
 
 class Node {

@@ -36,6 +36,7 @@ Testbed::Testbed(const TestbedSpec& spec) : spec_(spec) {
     mc.name = "mn0";
     mc.memory_bytes = spec.pool_bytes + (256ull << 20);
     mc.cpu_cores = spec.mn_cores;
+    mc.caps = spec.mn_caps;
     mn_ = cluster_->AddNode(mc);
   }
   d.mn = mn_;

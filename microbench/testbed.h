@@ -31,6 +31,7 @@ struct TestbedSpec {
   std::vector<std::string> devices;  // ibv: devices of this process's nodes (round robin)
   std::string mn_endpoint;           // ibv: "" | "spawn" | HOST:PORT
   std::string mn_device;             // ibv with "spawn": the daemon's device
+  fabric::DeviceCaps mn_caps;        // sim: what the MN's simulated RNIC offers
 };
 inline constexpr int kUnlimitedCores = 512;
 

@@ -193,6 +193,12 @@ int SimQp::PostSend(const fabric::SendWr& wr, uint64_t* wqe_index) {
   const bool cross = wr.opcode == Opcode::kWait || wr.opcode == Opcode::kSendEnable ||
                      wr.opcode == Opcode::kRecvEnable;
   if (cross && !attr_.cross_channel) return EINVAL;
+  const fabric::DeviceCaps& caps = node_->caps_ref();
+  if (wr.opcode == Opcode::kBindMw && wr.bind_qpn != 0 && wr.bind_qpn != qpn_ &&
+      !caps.qpn_in_bind) {
+    return EINVAL;  // this RNIC binds a type-2 window only to the posting QP
+  }
+  if (wr.opcode == Opcode::kMaskedFetchAndAdd && !caps.masked_atomics) return EINVAL;
   if (wr.opcode == Opcode::kRecv || wr.opcode == Opcode::kRecvRdmaWithImm) return EINVAL;
   if (sq_posted_ - sq_retired_ >= sq_size_) return ENOMEM;
   uint8_t buf[512];
@@ -354,6 +360,12 @@ fabric::Mw* SimNode::AllocMw(fabric::Pd* pd, fabric::MwType type) {
   if (!spd || spd->node() != this) {
     throw fabric::VerbsError(EINVAL, "alloc_mw on node '" + name() + "': PD of another node");
   }
+  if ((type == fabric::MwType::kType1 && !cfg_.caps.mw_type1) ||
+      (type == fabric::MwType::kType2 && !cfg_.caps.mw_type2)) {
+    throw fabric::VerbsError(EOPNOTSUPP, "alloc_mw on node '" + name() +
+                                             "': the RNIC has no type-" +
+                                             std::to_string(static_cast<int>(type)) + " windows");
+  }
   auto mw = std::make_unique<SimMw>();
   mw->pd_ = spd;
   mw->type_ = type;
@@ -387,6 +399,10 @@ fabric::Qp* SimNode::CreateQp(const fabric::QpInitAttr& attr) {
   if (!pd || pd->node() != this || !scq || !rcq) {
     throw fabric::VerbsError(
         EINVAL, "create_qp on node '" + name() + "': PD and both CQs must belong to this node");
+  }
+  if ((attr.cross_channel || attr.manage_send || attr.manage_recv) && !cfg_.caps.cross_channel) {
+    throw fabric::VerbsError(
+        EOPNOTSUPP, "create_qp on node '" + name() + "': the RNIC has no cross-channel QPs");
   }
   if (attr.max_send_sge > fabric::kMaxSge || attr.max_recv_sge > fabric::kMaxSge) {
     throw fabric::VerbsError(

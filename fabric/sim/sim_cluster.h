@@ -270,6 +270,8 @@ class SimNode : public fabric::Node {
   fabric::Cq* CreateCq(uint32_t capacity, bool ignore_overrun) override;
   fabric::Qp* CreateQp(const fabric::QpInitAttr& attr) override;
   fabric::Qp* QpByNum(uint32_t qp_num) override;
+  fabric::DeviceCaps caps() const override { return cfg_.caps; }
+  const fabric::DeviceCaps& caps_ref() const { return cfg_.caps; }
 
   SimCluster* cluster() const { return cluster_; }
   SparseMemory& mem() { return memory_; }

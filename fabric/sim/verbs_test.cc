@@ -234,3 +234,50 @@ TEST_F(VerbsTest, SendQueueLivesInNodeMemoryWithDocumentedLayout) {
 
 }  // namespace
 }  // namespace dmb::sim::testing
+
+namespace dmb::sim::testing {
+namespace {
+
+// A simulated RNIC without a capability refuses what needs it, as a real one
+// does (DeviceCaps; `dmbench devices` shows them for real devices).
+TEST(SimCaps, MissingCapabilitiesAreRefused) {
+  SimCluster c(1);
+  NodeConfig cfg;
+  cfg.name = "plain";
+  cfg.memory_bytes = 1 << 20;
+  cfg.caps.mw_type2 = false;
+  cfg.caps.cross_channel = false;
+  cfg.caps.qpn_in_bind = false;
+  Node* n = c.AddNode(cfg);
+  Pd* pd = n->AllocPd();
+  EXPECT_EQ(n->caps().mw_type2, false);
+  EXPECT_THROW(n->AllocMw(pd, MwType::kType2), VerbsError);
+  EXPECT_NE(n->AllocMw(pd, MwType::kType1), nullptr);
+  Cq* cq = n->CreateCq(16);
+  QpInitAttr a;
+  a.pd = pd;
+  a.send_cq = a.recv_cq = cq;
+  a.cross_channel = true;
+  EXPECT_THROW(n->CreateQp(a), VerbsError);
+  a.cross_channel = false;
+  Qp* x = n->CreateQp(a);
+  Qp* y = n->CreateQp(a);
+  c.Connect(x, y);
+  SendWr bind;
+  bind.opcode = Opcode::kBindMw;
+  bind.bind_qpn = y->qp_num();  // another QP: needs qpn_in_bind
+  EXPECT_EQ(x->PostSend(bind), EINVAL);
+  EXPECT_EQ(MissingCaps(n->caps(), {"mw_type1", "mw_type2", "cross_channel"}),
+            (std::vector<std::string>{"mw_type2", "cross_channel"}));
+  EXPECT_THROW(MissingCaps(n->caps(), {"warp_drive"}), std::invalid_argument);
+  try {
+    RequireCaps(*n, {"cross_channel"}, "onesided_mw");
+    FAIL() << "no error";
+  } catch (const VerbsError& e) {
+    EXPECT_NE(std::string(e.what()).find("onesided_mw needs cross_channel"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("'plain'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dmb::sim::testing

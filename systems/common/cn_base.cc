@@ -158,6 +158,12 @@ Status CnBase::StatusFromReply(const Result<RpcReply>& r, const char* what) {
   if (!r.ok()) return r.status;
   const auto code = static_cast<Code>(r.value.code);
   if (code == Code::kOk) return Status::Ok();
+  if (code == Code::kUnsupported) {
+    return Status(code, std::string(what) +
+                            " refused by the MN: its RDMA device cannot do what this request "
+                            "needs (a type-2 window per lane of a multi-lane group needs "
+                            "qpn_in_bind; see `dmbench devices`)");
+  }
   return Status(code, std::string(what) + " refused by the MN");
 }
 

@@ -23,6 +23,8 @@ MnBase::MnBase(const Deployment& d, const Knobs& knobs)
 MnBase::~MnBase() = default;
 
 Task<void> MnBase::Start() {
+  const CapsNeed need = Needs();
+  fabric::RequireCaps(*node_, need.caps, need.who);
   pd_ = node_->AllocPd();
   pool_bytes_ = deployment_.pool_bytes;
   pool_addr_ = node_->memory().Alloc(pool_bytes_, 1ull << 21);

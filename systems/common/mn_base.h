@@ -45,6 +45,13 @@ class MnBase : public MnSide {
   static constexpr uint32_t kRecvSlots = 4;
 
  protected:
+  // What the approach needs of the MN's RNIC, checked first thing in Start
+  // (fails naming the missing capability, e.g. "mw_type2"); see DeviceCaps.
+  struct CapsNeed {
+    std::string who;  // e.g. "rpc_mw with mw_type=2"
+    std::vector<std::string> caps;
+  };
+  virtual CapsNeed Needs() const { return {}; }
   // Approach setup (memory registration, MW pools, metadata).
   virtual Task<void> Setup() = 0;
   // Serves one request from `lane`; fills `reply`. Runs on an MN core.

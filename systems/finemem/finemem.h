@@ -106,6 +106,7 @@ class FineMemMn : public MnBase {
 
  protected:
   Task<void> Setup() override;
+  CapsNeed Needs() const override { return {"finemem", {"mw_type1", "atomics"}}; }
   Task<void> Handle(MnLane& lane, const RpcRequest& req, RpcReply& reply) override;
   uint64_t chunks_total() const override { return layout_.chunks; }
   uint64_t chunks_in_use() const override;

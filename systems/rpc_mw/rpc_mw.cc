@@ -21,6 +21,7 @@
 //  - spare_qps: each lane keeps a pre-connected spare QP that replaces it after
 //    an illegal access errors it (Patronus §5.5).
 #include <deque>
+#include <stdexcept>
 
 #include "systems/common/chunk_table.h"
 #include "systems/common/cn_base.h"
@@ -50,6 +51,13 @@ class RpcMwMn : public MnBase {
         leases_(k.Bool("leases")),
         lease_us_(static_cast<uint64_t>(k.Int("lease_us"))),
         delayed_unbind_(k.Bool("delayed_unbind")) {}
+
+  CapsNeed Needs() const override {
+    CapsNeed n{type_ == MwType::kType1 ? "rpc_mw with mw_type=1" : "rpc_mw with mw_type=2",
+               {type_ == MwType::kType1 ? "mw_type1" : "mw_type2"}};
+    if (leases_) n.caps.push_back("atomics");  // the CN extends a lease by CAS
+    return n;
+  }
 
   Task<ReclaimReport> ReclaimCn(uint32_t cn) override {
     ReclaimReport r;
@@ -133,8 +141,9 @@ class RpcMwMn : public MnBase {
   Task<uint32_t> PostBind(fabric::Qp* qp, fabric::Mw* mw, fabric::Mr* mr, uint64_t addr,
                           uint64_t len, uint32_t access, uint32_t target_qpn) {
     const uint32_t rkey = NextRkey(mw->rkey());
+    int rc = 0;
     if (type_ == MwType::kType1) {
-      qp->BindMw(mw, 0, mr, addr, len, access, rkey, 0);
+      rc = qp->BindMw(mw, 0, mr, addr, len, access, rkey, 0);
     } else {
       fabric::SendWr wr;
       wr.opcode = Opcode::kBindMw;
@@ -145,8 +154,12 @@ class RpcMwMn : public MnBase {
       wr.bind_addr = addr;
       wr.bind_length = len;
       wr.bind_access = access;
-      wr.bind_qpn = target_qpn;
-      qp->PostSend(wr);
+      wr.bind_qpn = target_qpn == qp->qp_num() ? 0 : target_qpn;
+      rc = qp->PostSend(wr);
+    }
+    if (rc != 0) {  // never hand out an rkey whose bind was not posted
+      throw std::runtime_error("rpc_mw: posting a bind on MN QP " + std::to_string(qp->qp_num()) +
+                               " failed (errno " + std::to_string(rc) + ")");
     }
     co_await PostCost();
     co_return rkey;
@@ -154,6 +167,12 @@ class RpcMwMn : public MnBase {
 
   Task<void> HandleAlloc(MnLane& lane, const RpcRequest& req, RpcReply& reply) {
     const uint32_t lanes = std::max<uint32_t>(1, req.lanes);
+    if (type_ == MwType::kType2 && lanes > 1 && !node_->caps().qpn_in_bind) {
+      // One window per lane, each bound to that lane's QP from the RPC lane:
+      // upstream verbs can only bind a type-2 window to the posting QP.
+      reply.code = static_cast<uint32_t>(Code::kUnsupported);
+      co_return;
+    }
     if (type_ == MwType::kType2) {
       for (uint32_t k = 0; k < lanes; ++k) {
         if (!LaneOf(lane.cn_index, req.lane_qpns[k])) {

@@ -120,5 +120,39 @@ TEST(RpcMwType2, WindowIsUsableOnlyThroughTheOwningLane) {
   }(tb));
 }
 
+// What a device lacks is named at start or at the request, never papered over
+// (Soft-RoCE and upstream verbs lack qpn_in_bind; some NICs lack type-2 MWs).
+TEST(RpcMwCaps, Type2OnADeviceWithoutType2WindowsFailsAtStartNamingIt) {
+  TestbedSpec s = Spec({{"mw_type", "2"}});
+  s.mn_caps.mw_type2 = false;
+  try {
+    Testbed tb(s);
+    FAIL() << "started without type-2 windows";
+  } catch (const fabric::VerbsError& e) {
+    EXPECT_NE(std::string(e.what()).find("rpc_mw with mw_type=2 needs mw_type2"), std::string::npos)
+        << e.what();
+  }
+  s.knobs["mw_type"] = "1";
+  Testbed tb(s);  // type-1 needs only type-1 windows
+}
+
+TEST(RpcMwCaps, MultiLaneType2GroupWithoutQpnInBindIsUnsupportedOneLaneWorks) {
+  TestbedSpec s = Spec({{"mw_type", "2"}});
+  s.mn_caps.qpn_in_bind = false;
+  Testbed tb(s);
+  tb.Run([](Testbed& tb) -> Task<void> {
+    CnSide& cn = tb.cn(0);
+    AccessGroup* two = co_await cn.OpenGroup(2, 1 << 16);
+    auto r = co_await cn.Alloc(*two);
+    EXPECT_EQ(r.status.code(), Code::kUnsupported) << r.status.ToString();
+    EXPECT_NE(r.status.message().find("qpn_in_bind"), std::string::npos) << r.status.ToString();
+    AccessGroup* one = co_await cn.OpenGroup(1, 1 << 16);
+    auto ok = co_await cn.Alloc(*one);
+    CO_ASSERT_OK(ok.status);
+    CO_ASSERT_OK(co_await cn.Write(one->lane(0), ok.value, 0, 64, one->buffer_addr()));
+  }(tb));
+  EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 1u);
+}
+
 }  // namespace
 }  // namespace dmb::testing
