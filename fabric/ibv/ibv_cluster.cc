@@ -212,7 +212,9 @@ int IbvNode::PumpAsyncEvents() {
 int IbvNode::Pump() {
   int n = 0;
   for (auto& c : cqs_) n += c->Pump();
-  return n + PumpAsyncEvents();
+  // Asynchronous events cost a system call each look; they are rare.
+  if (++pumps_ % 1024 == 0) n += PumpAsyncEvents();
+  return n;
 }
 
 // ---- Cluster ----------------------------------------------------------------

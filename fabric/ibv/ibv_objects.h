@@ -222,6 +222,7 @@ class IbvNode : public Node {
   std::vector<std::unique_ptr<IbvQp>> qps_;
   std::unordered_map<uint32_t, IbvQp*> qp_by_num_;
   mutable std::unordered_map<std::string, uint32_t> cost_ids_;
+  uint64_t pumps_ = 0;
 };
 
 // A node of another process: only its identity and port are known here.

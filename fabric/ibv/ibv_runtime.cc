@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <cstdlib>
 #include <string>
 
 namespace dmb::fabric::ibv {
@@ -33,7 +34,9 @@ Root RunRoot(IbvRuntime*, Task<void> task) { co_await task; }
 
 }  // namespace
 
-IbvRuntime::IbvRuntime() : start_(std::chrono::steady_clock::now()) {}
+IbvRuntime::IbvRuntime() : start_(std::chrono::steady_clock::now()) {
+  if (const char* s = std::getenv("DMB_IBV_SPIN_TURNS")) spin_turns_ = std::strtoull(s, nullptr, 10);
+}
 
 IbvRuntime::~IbvRuntime() { Shutdown(); }
 
@@ -105,7 +108,7 @@ void IbvRuntime::Run(Task<void> task, std::chrono::milliseconds stall_limit) {
     if (ready_.empty() && timers_.empty() && roots_.empty()) break;
     // Spin briefly, then yield every turn: on Soft-RoCE the kernel does the
     // NIC's work and needs the CPU this loop would otherwise burn.
-    if (++idle_turns > 64) sched_yield();
+    if (++idle_turns > spin_turns_) sched_yield();
     if (idle_turns % 1024 == 0) {
       if (std::chrono::steady_clock::now() - last_progress > stall_limit) {
         throw StallError("ibv: no completion and no progress for " +

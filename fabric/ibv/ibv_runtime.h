@@ -73,6 +73,9 @@ class IbvRuntime : public Runtime {
   std::deque<std::coroutine_handle<>> ready_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   uint64_t timer_seq_ = 0;
+  // Idle loop turns spent spinning before yielding the CPU each turn
+  // (DMB_IBV_SPIN_TURNS): Soft-RoCE needs the CPU for the kernel's NIC work.
+  uint64_t spin_turns_ = 4096;
   std::vector<Poller> pollers_;
   std::unordered_set<void*> roots_;
   std::exception_ptr exception_;
