@@ -49,6 +49,13 @@ class Memory {
   void StoreU32(uint64_t addr, uint32_t v) { Write(addr, &v, 4); }
 };
 
+// Memory::Alloc for memories that hand out addresses bottom-up: the first
+// `align`-aligned address at or above *next_free with `bytes` left below
+// `size`; advances *next_free. Throws std::invalid_argument (alignment not a
+// power of two) or VerbsError(ENOMEM) naming the node.
+uint64_t BumpAlloc(uint64_t* next_free, uint64_t size, uint64_t bytes, uint64_t align,
+                   const std::string& node_name);
+
 // A named CPU cost, resolved once from the node's calibration profile.
 struct CpuCost {
   uint32_t id = 0;

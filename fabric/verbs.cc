@@ -1,5 +1,6 @@
 #include "fabric/verbs.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <stdexcept>
 
@@ -123,6 +124,23 @@ void RequireCaps(const Node& node, const std::vector<std::string>& need, const s
                                    node.name() +
                                    "' lacks (see `dmbench devices`; cross_channel and "
                                    "qpn_in_bind need ConnectX with mlx5 cross-channel QPs)");
+}
+
+uint64_t BumpAlloc(uint64_t* next_free, uint64_t size, uint64_t bytes, uint64_t align,
+                   const std::string& node_name) {
+  if (align == 0 || (align & (align - 1)) != 0) {
+    throw std::invalid_argument("Alloc alignment must be a power of two, got " +
+                                std::to_string(align));
+  }
+  const uint64_t start = (*next_free + align - 1) & ~(align - 1);
+  if (start > size || bytes > size - start) {
+    throw VerbsError(ENOMEM, "node '" + node_name + "' memory exhausted: requested " +
+                                 std::to_string(bytes) + " bytes, " +
+                                 std::to_string(size - std::min(size, start)) + " of " +
+                                 std::to_string(size) + " free");
+  }
+  *next_free = start + bytes;
+  return start;
 }
 
 }  // namespace dmb::fabric

@@ -70,15 +70,7 @@ Task<Mr*> IbvNode::RegMr(Pd* pd, uint64_t addr, uint64_t length, uint32_t access
   if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) {
     throw VerbsError(EINVAL, "reg_mr: REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE");
   }
-  ibv_mr* mr = ibv_reg_mr_iova(p->raw(), mem_.host(addr), length, addr, [&] {
-    int f = 0;
-    if (access & kLocalWrite) f |= IBV_ACCESS_LOCAL_WRITE;
-    if (access & kRemoteWrite) f |= IBV_ACCESS_REMOTE_WRITE;
-    if (access & kRemoteRead) f |= IBV_ACCESS_REMOTE_READ;
-    if (access & kRemoteAtomic) f |= IBV_ACCESS_REMOTE_ATOMIC;
-    if (access & kMwBind) f |= IBV_ACCESS_MW_BIND;
-    return f;
-  }());
+  ibv_mr* mr = ibv_reg_mr_iova(p->raw(), mem_.host(addr), length, addr, IbvAccess(access));
   if (!mr) {
     throw VerbsError(errno, "ibv_reg_mr_iova on node '" + name_ + "' [" + std::to_string(addr) +
                                 ", +" + std::to_string(length) + "): " + strerror(errno));

@@ -13,16 +13,6 @@ namespace {
 
 constexpr uint64_t kRecvTag = 1ull << 63;
 
-int IbvAccess(uint32_t a) {
-  int f = 0;
-  if (a & kLocalWrite) f |= IBV_ACCESS_LOCAL_WRITE;
-  if (a & kRemoteWrite) f |= IBV_ACCESS_REMOTE_WRITE;
-  if (a & kRemoteRead) f |= IBV_ACCESS_REMOTE_READ;
-  if (a & kRemoteAtomic) f |= IBV_ACCESS_REMOTE_ATOMIC;
-  if (a & kMwBind) f |= IBV_ACCESS_MW_BIND;
-  return f;
-}
-
 WcStatus FromIbv(ibv_wc_status s) {
   switch (s) {
     case IBV_WC_SUCCESS:
@@ -86,6 +76,16 @@ bool Legal(QpState from, QpState to) {
 
 }  // namespace
 
+int IbvAccess(uint32_t a) {
+  int f = 0;
+  if (a & kLocalWrite) f |= IBV_ACCESS_LOCAL_WRITE;
+  if (a & kRemoteWrite) f |= IBV_ACCESS_REMOTE_WRITE;
+  if (a & kRemoteRead) f |= IBV_ACCESS_REMOTE_READ;
+  if (a & kRemoteAtomic) f |= IBV_ACCESS_REMOTE_ATOMIC;
+  if (a & kMwBind) f |= IBV_ACCESS_MW_BIND;
+  return f;
+}
+
 // ---- Memory -----------------------------------------------------------------
 
 IbvMemory::IbvMemory(std::string node_name, uint64_t size)
@@ -125,19 +125,7 @@ void IbvMemory::Fill(uint64_t addr, uint8_t byte, uint64_t n) {
 }
 
 uint64_t IbvMemory::Alloc(uint64_t bytes, uint64_t align) {
-  if (align == 0 || (align & (align - 1)) != 0) {
-    throw std::invalid_argument("Alloc alignment must be a power of two, got " +
-                                std::to_string(align));
-  }
-  const uint64_t start = (next_free_ + align - 1) & ~(align - 1);
-  if (start > size_ || bytes > size_ - start) {
-    throw VerbsError(ENOMEM, "node '" + node_name_ + "' memory exhausted: requested " +
-                                 std::to_string(bytes) + " bytes, " +
-                                 std::to_string(size_ - std::min(size_, start)) + " of " +
-                                 std::to_string(size_) + " free");
-  }
-  next_free_ = start + bytes;
-  return start;
+  return BumpAlloc(&next_free_, size_, bytes, align, node_name_);
 }
 
 // ---- CQ ---------------------------------------------------------------------

@@ -15,6 +15,9 @@ namespace dmb::fabric::ibv {
 
 class IbvNode;
 
+// fabric::Access bits -> ibv_access_flags.
+int IbvAccess(uint32_t access);
+
 // One anonymous mapping; addresses are offsets into it (0 stays unused).
 class IbvMemory : public Memory {
  public:

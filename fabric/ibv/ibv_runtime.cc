@@ -5,37 +5,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "fabric/root_task.h"
+
 namespace dmb::fabric::ibv {
-namespace {
-
-// A spawned task's owner (as in the simulator): registered while alive,
-// records an escaping exception, frees itself when the task finishes.
-struct Root {
-  struct promise_type {
-    IbvRuntime* rt;
-    promise_type(IbvRuntime* r, Task<void>&) : rt(r) {
-      rt->AddRoot(std::coroutine_handle<promise_type>::from_promise(*this).address());
-    }
-    ~promise_type() {
-      rt->RemoveRoot(std::coroutine_handle<promise_type>::from_promise(*this).address());
-    }
-    Root get_return_object() {
-      return Root{std::coroutine_handle<promise_type>::from_promise(*this)};
-    }
-    std::suspend_always initial_suspend() noexcept { return {}; }
-    std::suspend_never final_suspend() noexcept { return {}; }
-    void return_void() {}
-    void unhandled_exception() { rt->RecordException(std::current_exception()); }
-  };
-  std::coroutine_handle<promise_type> handle;
-};
-
-Root RunRoot(IbvRuntime*, Task<void> task) { co_await task; }
-
-}  // namespace
 
 IbvRuntime::IbvRuntime() : start_(std::chrono::steady_clock::now()) {
-  if (const char* s = std::getenv("DMB_IBV_SPIN_TURNS")) spin_turns_ = std::strtoull(s, nullptr, 10);
+  if (const char* s = std::getenv("DMB_IBV_SPIN_TURNS"))
+    spin_turns_ = std::strtoull(s, nullptr, 10);
 }
 
 IbvRuntime::~IbvRuntime() { Shutdown(); }
@@ -53,7 +29,9 @@ Ps IbvRuntime::now() const {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count() * 1000;
 }
 
-void IbvRuntime::Spawn(Task<void> task) { ready_.push_back(RunRoot(this, std::move(task)).handle); }
+void IbvRuntime::Spawn(Task<void> task) {
+  ready_.push_back(fabric::RunRoot(this, std::move(task)).handle);
+}
 
 void IbvRuntime::ResumeAt(std::coroutine_handle<> h, Ps t) {
   if (t <= now()) {

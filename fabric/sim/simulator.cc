@@ -5,32 +5,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "fabric/root_task.h"
+
 namespace dmb::sim {
 namespace {
-
-// A spawned task's owner: registers with the simulator while alive, records an
-// escaping exception, frees itself when the task finishes.
-struct Root {
-  struct promise_type {
-    Simulator* sim;
-    promise_type(Simulator* s, Task<void>&) : sim(s) {
-      sim->AddRoot(std::coroutine_handle<promise_type>::from_promise(*this).address());
-    }
-    ~promise_type() {
-      sim->RemoveRoot(std::coroutine_handle<promise_type>::from_promise(*this).address());
-    }
-    Root get_return_object() {
-      return Root{std::coroutine_handle<promise_type>::from_promise(*this)};
-    }
-    std::suspend_always initial_suspend() noexcept { return {}; }
-    std::suspend_never final_suspend() noexcept { return {}; }
-    void return_void() {}
-    void unhandled_exception() { sim->RecordException(std::current_exception()); }
-  };
-  std::coroutine_handle<promise_type> handle;
-};
-
-Root RunRoot(Simulator*, Task<void> task) { co_await task; }
 
 void ResumeEvent(void* ctx, uint64_t) { std::coroutine_handle<>::from_address(ctx).resume(); }
 
@@ -51,7 +29,7 @@ void Simulator::Shutdown() {
 }
 
 void Simulator::Spawn(Task<void> task) {
-  Root r = RunRoot(this, std::move(task));
+  auto r = fabric::RunRoot(this, std::move(task));
   Schedule(now_, kResumeKind, ResumeEvent, r.handle.address(), 0);
 }
 

@@ -91,19 +91,7 @@ void SparseMemory::Fill(uint64_t addr, uint8_t byte, uint64_t n) {
 }
 
 uint64_t SparseMemory::Alloc(uint64_t bytes, uint64_t align) {
-  if (align == 0 || (align & (align - 1)) != 0) {
-    throw std::invalid_argument("Alloc alignment must be a power of two, got " +
-                                std::to_string(align));
-  }
-  const uint64_t start = (next_free_ + align - 1) & ~(align - 1);
-  if (start > size_ || bytes > size_ - start) {
-    throw fabric::VerbsError(ENOMEM, "node '" + node_name_ + "' memory exhausted: requested " +
-                                         std::to_string(bytes) + " bytes, " +
-                                         std::to_string(size_ - std::min(size_, start)) + " of " +
-                                         std::to_string(size_) + " free");
-  }
-  next_free_ = start + bytes;
-  return start;
+  return fabric::BumpAlloc(&next_free_, size_, bytes, align, node_name_);
 }
 
 }  // namespace dmb::sim
