@@ -317,7 +317,9 @@ int main(int argc, char** argv) {
   auto* sys = app.add_subcommand("systems", "List the approaches and their knobs");
 
   MicroArgs micro_args;
-  auto* micro = app.add_subcommand("micro", "Microbenchmarks of an approach on the simulator");
+  auto* micro = app.add_subcommand(
+      "micro",
+      "Microbenchmarks of an approach (simulator by default; --backend ibv for real devices)");
   micro->require_subcommand(1);
   auto* alloc = micro->add_subcommand(
       "alloc",

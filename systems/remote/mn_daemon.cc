@@ -23,6 +23,10 @@ class Daemon {
   Daemon(const MnDaemonOptions& o) : opts_(o), cluster_({o.device}) {}
 
   int Main() {
+    // Bad input first: a typo in --system or --set is named before any device
+    // is opened.
+    const SystemInfo& info = Registry::Get(opts_.system);
+    ValidateKnobs(info.name, info.knobs, opts_.knobs);
     fabric::NodeConfig mc;
     mc.name = "mn0";
     mc.memory_bytes = opts_.pool_bytes + (256ull << 20);
