@@ -114,8 +114,8 @@ struct MicroArgs {
   std::vector<std::string> devices;
   std::string mn;  // ibv: "" (MN in this process), "spawn" or HOST:PORT
   std::string mn_device;
-  uint32_t size = 64;
-  bool write = false;
+  uint32_t size = 4096;
+  std::string op = "both";  // micro access: read, write or both
 };
 
 void ApplyBackend(const MicroArgs& a, dmb::microbench::TestbedSpec* bed) {
@@ -156,16 +156,21 @@ int MicroAccess(const MicroArgs& a) {
   ApplyBackend(a, &spec.bed);
   spec.ops_per_thread = a.ops;
   spec.size_bytes = a.size;
-  spec.write = a.write;
   const std::vector<int> threads = a.threads.empty() ? std::vector<int>{1} : a.threads;
+  std::vector<bool> writes;
+  if (a.op != "write") writes.push_back(false);
+  if (a.op != "read") writes.push_back(true);
   std::vector<dmb::microbench::AccessBenchResult> results;
   for (int t : threads) {
-    spec.threads = t;
-    if (!a.json) {
-      fmt::print(stderr, "{} on {}: {} thread(s) x {} CN(s), {} B {}s x {}...\n", a.system,
-                 a.backend, t, a.cns, a.size, a.write ? "WRITE" : "READ", a.ops);
+    for (bool w : writes) {
+      spec.threads = t;
+      spec.write = w;
+      if (!a.json) {
+        fmt::print(stderr, "{} on {}: {} thread(s) x {} CN(s), {} B {}s x {}...\n", a.system,
+                   a.backend, t, a.cns, a.size, w ? "WRITE" : "READ", a.ops);
+      }
+      results.push_back(dmb::microbench::RunAccessBench(spec));
     }
-    results.push_back(dmb::microbench::RunAccessBench(spec));
   }
   if (a.json) {
     fmt::print("[\n");
@@ -356,8 +361,9 @@ int main(int argc, char** argv) {
   access_args.pool = "256MB";
   auto* access = micro->add_subcommand(
       "access",
-      "One-sided READ (or WRITE) latency and rate through an allocated chunk, one operation\n"
-      "outstanding per thread. With --backend ibv, compare with perftest on the same device\n"
+      "One-sided READ and WRITE latency (p50/p99/mean) and rate through an allocated chunk,\n"
+      "4 KB by default, one operation outstanding per thread. With --backend ibv, compare with "
+      "perftest on the same device\n"
       "(ib_read_lat / ib_read_bw) to see dmbench's overhead above raw verbs.");
   access->add_option("--system", access_args.system, "Approach")->default_val("static_mr");
   access->add_option("--set", access_args.sets, "Knob as KNOB=VALUE");
@@ -366,7 +372,9 @@ int main(int argc, char** argv) {
   access->add_option("--ops", access_args.ops, "Measured operations per thread")
       ->capture_default_str();
   access->add_option("--size", access_args.size, "Bytes per operation")->capture_default_str();
-  access->add_flag("--write", access_args.write, "WRITE instead of READ");
+  access->add_option("--op", access_args.op, "read, write or both")
+      ->check(CLI::IsMember({"read", "write", "both"}))
+      ->capture_default_str();
   access
       ->add_option("--pool", access_args.pool,
                    "MN memory the approach manages (one chunk per thread)")
