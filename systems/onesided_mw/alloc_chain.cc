@@ -1,0 +1,411 @@
+#include "systems/onesided_mw/alloc_chain.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <stdexcept>
+#include <string>
+
+namespace dmb::systems::onesided_mw {
+
+using fabric::Opcode;
+using fabric::QpState;
+using fabric::RecvWr;
+using fabric::SendWr;
+using fabric::Sge;
+using fabric::WqeLayout;
+
+namespace {
+
+// Scratch area of one chain: constants, then one 16 B slot per instance.
+constexpr uint64_t kScratchZeroOff = 0;   // 8 zero bytes (L5's source)
+constexpr uint64_t kScratchOwnerOff = 8;  // owner_id, u64 LE (L7's source)
+constexpr uint64_t kScratchSlotsOff = 64;
+constexpr uint64_t kSlotBytes = 16;  // +0 FAA result (LE), +8 staged handle (BE)
+
+void Post(fabric::Qp* qp, const SendWr& wr, const char* what) {
+  if (const int rc = qp->PostSend(wr); rc != 0) {
+    throw fabric::VerbsError(rc, std::string("onesided_mw alloc chain: posting ") + what +
+                                     " on qp " + std::to_string(qp->qp_num()) + " failed (" +
+                                     (rc == ENOMEM ? "ring full" : "bad WR or QP state") + ")");
+  }
+}
+
+SendWr Wait(fabric::Cq* cq, uint64_t count) {
+  SendWr w;
+  w.opcode = Opcode::kWait;
+  w.flags = 0;
+  w.wait_cq = cq->cq_num();
+  w.wait_count = count;
+  return w;
+}
+
+SendWr Enable(fabric::Qp* target, uint64_t index) {
+  SendWr w;
+  w.opcode = Opcode::kSendEnable;
+  w.flags = 0;
+  w.enable_qpn = target->qp_num();
+  w.enable_index = index;
+  return w;
+}
+
+// A READ whose 8 bytes land byte-reversed at `dst` (LE <-> BE).
+SendWr SwapRead(uint64_t src, uint32_t rkey, uint64_t dst, uint32_t lkey, uint64_t wr_id) {
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = Opcode::kRead;
+  w.remote_addr = src;
+  w.rkey = rkey;
+  for (int j = 0; j < 8; ++j) w.sg_list.push_back({dst + 7 - j, 1, lkey});
+  return w;
+}
+
+}  // namespace
+
+Task<std::unique_ptr<AllocChain>> AllocChain::Create(fabric::Cluster* cluster, Metadata* md,
+                                                     AllocChainConfig cfg) {
+  fabric::Node* mn = md->node();
+  fabric::RequireCaps(*mn, {"cross_channel", "qpn_in_bind", "mw_type2", "masked_atomics"},
+                      "onesided_mw allocation chain");
+  if (cfg.max_instances == 0) {
+    throw std::invalid_argument("onesided_mw alloc chain: max_instances must be >= 1");
+  }
+  fabric::Qp* free_qp = mn->QpByNum(cfg.free_qpn);
+  if (!free_qp || free_qp->pd() != md->data_pd()) {
+    throw std::invalid_argument("onesided_mw alloc chain: free_qpn " +
+                                std::to_string(cfg.free_qpn) +
+                                " is not a QP of the MN's data PD (MW 0 is bound to it)");
+  }
+  std::unique_ptr<AllocChain> ch(new AllocChain());
+  ch->cluster_ = cluster;
+  ch->mn_ = mn;
+  ch->md_ = md;
+  ch->cfg_ = cfg;
+  const uint32_t g = md->group_size();
+  const uint32_t n = cfg.max_instances;
+
+  // Counted only (the MN CPU never polls them); C's WAITs read the counts.
+  ch->rcq_ = mn->CreateCq(n, /*ignore_overrun=*/true);
+  ch->acq_ = mn->CreateCq(n * (g + 1), true);
+  ch->lcq_ = mn->CreateCq(n * kWorkerWrs, true);
+  ch->ccq_ = mn->CreateCq(n, true);
+
+  fabric::QpInitAttr a;
+  a.pd = md->data_pd();
+  a.send_cq = ch->acq_;
+  a.recv_cq = ch->rcq_;
+  a.max_send_wr = n * kAllocWrs(g);
+  a.max_recv_wr = n;
+  a.max_send_sge = g + 1;
+  a.max_recv_sge = g;
+  a.access = 0;  // the alloc lane carries requests, never one-sided data
+  a.cross_channel = true;
+  a.manage_send = true;
+  ch->a_ = mn->CreateQp(a);
+
+  fabric::QpInitAttr l;
+  l.pd = md->meta_pd();
+  l.send_cq = ch->lcq_;
+  l.recv_cq = ch->lcq_;
+  l.max_send_wr = n * kWorkerWrs;
+  l.max_recv_wr = 1;
+  l.max_send_sge = std::max<uint32_t>(8, g + 2);
+  l.cross_channel = true;
+  l.manage_send = true;
+  ch->l_ = mn->CreateQp(l);
+
+  fabric::QpInitAttr c;
+  c.pd = md->meta_pd();
+  c.send_cq = ch->ccq_;
+  c.recv_cq = ch->ccq_;
+  c.max_send_wr = n * kControlWrs;
+  c.max_recv_wr = 1;
+  c.cross_channel = true;
+  ch->c_ = mn->CreateQp(c);
+
+  cluster->Connect(ch->l_, ch->l_);
+  cluster->Connect(ch->c_, ch->c_);
+
+  // L6 scatters into A's bind WQEs: A's SQ ring, registered again in the
+  // metadata PD (local write only).
+  ch->a_ring_meta_mr_ = co_await mn->RegMr(
+      md->meta_pd(), ch->a_->SendWqeAddr(0),
+      uint64_t{ch->a_->send_ring_size()} * ch->a_->send_wqe_stride(), fabric::kLocalWrite);
+  const uint64_t scratch_bytes = kScratchSlotsOff + kSlotBytes * n;
+  ch->scratch_ = mn->memory().Alloc(scratch_bytes, 64);
+  mn->memory().Fill(ch->scratch_, 0, scratch_bytes);
+  mn->memory().StoreU64(ch->scratch_ + kScratchOwnerOff, cfg.owner_id);
+  ch->scratch_meta_mr_ = co_await mn->RegMr(md->meta_pd(), ch->scratch_, scratch_bytes,
+                                            fabric::kLocalWrite | fabric::kRemoteRead);
+  // A.reply gathers the staged handle: the same bytes, local access in the data PD.
+  ch->scratch_data_mr_ =
+      co_await mn->RegMr(md->data_pd(), ch->scratch_, scratch_bytes, fabric::kLocalWrite);
+  ch->cost_post_ = mn->Cost("verbs.post_send");
+  co_return ch;
+}
+
+Task<void> AllocChain::Arm(uint32_t n) {
+  if (a_->state() != QpState::kRts) {
+    throw fabric::VerbsError(EINVAL, "onesided_mw alloc chain: Arm needs the Alloc QP connected");
+  }
+  const uint32_t g = md_->group_size();
+  const uint32_t meta_rkey = md_->meta_mr()->rkey();
+  const uint32_t smeta = scratch_meta_mr_->lkey();
+  const Layout& lay = md_->layout();
+  for (uint32_t j = 0; j < n; ++j) {
+    const uint64_t s = armed_;
+    const uint64_t tag = s << 8;
+    const uint64_t slot = scratch_ + kScratchSlotsOff + kSlotBytes * (s % cfg_.max_instances);
+    const uint64_t faa_result = slot;         // u64 LE
+    const uint64_t staged_handle = slot + 8;  // u64 BE
+    const uint64_t a0 = a_->next_send_index();
+    const uint64_t l0 = l_->next_send_index();
+    auto a_wqe = [&](uint64_t i) { return a_->SendWqeAddr(a0 + i); };
+    auto l_wqe = [&](uint64_t i) { return l_->SendWqeAddr(l0 + i); };
+    const uint64_t reply = g;  // A's WQE g (after binds 0..g-1)
+
+    // A: bind[0..g-1], then the reply.
+    for (uint32_t k = 0; k < g; ++k) {
+      SendWr b;
+      b.wr_id = tag | (0x10 + k);
+      b.opcode = Opcode::kBindMw;
+      b.bind_mw_rkey = 0;   // <- L6 (rkey 0 never binds)
+      b.bind_new_rkey = 0;  // <- L6
+      b.bind_addr = 0;      // <- L6
+      b.bind_length = md_->config().chunk_bytes;
+      b.bind_mr_lkey = md_->pool_mr()->lkey();
+      b.bind_access = md_->config().mw_access;
+      // MW 0: the CN's Free QP. MW k: <- RECV; until then a QP outside the
+      // data PD, which makes the bind fail.
+      b.bind_qpn = k == 0 ? cfg_.free_qpn : l_->qp_num();
+      Post(a_, b, "BIND_MW");
+    }
+    {
+      SendWr w;
+      w.wr_id = tag | 0x20;
+      w.opcode = Opcode::kWriteWithImm;
+      w.imm_data = static_cast<uint32_t>(s);
+      w.remote_addr = 0;  // <- RECV (CN_buff)
+      w.rkey = 0;         // <- RECV (CN_buff rkey)
+      w.sg_list.push_back({staged_handle, 8, scratch_data_mr_->lkey()});
+      for (uint32_t k = 0; k < g; ++k) {
+        w.sg_list.push_back({a_wqe(k) + WqeLayout::kRemoteAddr,
+                             static_cast<uint32_t>(kMwRecordBytes), a_->wq_lkey()});
+      }
+      Post(a_, w, "reply WRITE_WITH_IMM");
+    }
+    // A's tail, reached only if every bind and the reply succeeded (a failure
+    // moves A to ERR and flushes it): once the reply is acknowledged, release
+    // this instance's ticket on L, which the next instance waits for.
+    Post(a_, Wait(acq_, (uint64_t{g} + 1) * (s + 1)), "WAIT reply");
+    Post(a_, Enable(l_, l0 + kWorkerWrs), "ENABLE ticket");
+
+    // L1: claim an element: head += 8 inside the ring; old head -> faa_result.
+    {
+      SendWr f;
+      f.wr_id = tag | 1;
+      f.opcode = Opcode::kMaskedFetchAndAdd;
+      f.remote_addr = md_->head_addr();
+      f.rkey = meta_rkey;
+      f.compare_add = kElementBytes;
+      f.swap = lay.HeadBoundaryMask();
+      f.sg_list = {{faa_result, 8, smeta}};
+      Post(l_, f, "L1 masked FAA");
+    }
+    // L2, L3: the element's address, byte-swapped into L4's and L5's remote_addr.
+    Post(l_,
+         SwapRead(faa_result, scratch_meta_mr_->rkey(), l_wqe(3) + WqeLayout::kRemoteAddr,
+                  l_->wq_lkey(), tag | 2),
+         "L2 swap READ");
+    Post(l_,
+         SwapRead(faa_result, scratch_meta_mr_->rkey(), l_wqe(4) + WqeLayout::kRemoteAddr,
+                  l_->wq_lkey(), tag | 3),
+         "L3 swap READ");
+    // L4: READ the element (the entry address, BE) into L6's remote_addr.
+    {
+      SendWr r;
+      r.wr_id = tag | 4;
+      r.opcode = Opcode::kRead;
+      r.remote_addr = 0;  // <- L2
+      r.rkey = meta_rkey;
+      r.sg_list = {{l_wqe(5) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()}};
+      Post(l_, r, "L4 READ element");
+    }
+    // L5: zero the element (FENCE: only after L4 has read it).
+    {
+      SendWr w;
+      w.wr_id = tag | 5;
+      w.opcode = Opcode::kWrite;
+      w.flags = fabric::kSignaled | fabric::kFence;
+      w.remote_addr = 0;  // <- L3
+      w.rkey = meta_rkey;
+      w.sg_list = {{scratch_ + kScratchZeroOff, 8, smeta}};
+      Post(l_, w, "L5 WRITE zero");
+    }
+    // L6: READ the entry: owner_ptr -> L7, handle -> staging, MW records ->
+    // the binds' bytes 16..31.
+    {
+      SendWr r;
+      r.wr_id = tag | 6;
+      r.opcode = Opcode::kRead;
+      r.remote_addr = 0;  // <- L4; 0 (an empty element) faults
+      r.rkey = meta_rkey;
+      r.sg_list.push_back({l_wqe(6) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()});
+      r.sg_list.push_back({staged_handle, 8, smeta});
+      for (uint32_t k = 0; k < g; ++k) {
+        r.sg_list.push_back({a_wqe(k) + WqeLayout::kRemoteAddr,
+                             static_cast<uint32_t>(kMwRecordBytes), a_ring_meta_mr_->lkey()});
+      }
+      Post(l_, r, "L6 READ entry");
+    }
+    // L7: record the owner.
+    {
+      SendWr w;
+      w.wr_id = tag | 7;
+      w.opcode = Opcode::kWrite;
+      w.remote_addr = 0;  // <- L6
+      w.rkey = meta_rkey;
+      w.sg_list = {{scratch_ + kScratchOwnerOff, 8, smeta}};
+      Post(l_, w, "L7 WRITE owner_id");
+    }
+    // L8: the ticket (a signaled NOP) that only A's success path enables.
+    {
+      SendWr t;
+      t.wr_id = tag | 8;
+      t.opcode = Opcode::kNop;
+      Post(l_, t, "L8 ticket NOP");
+    }
+
+    // The RECV that takes the CN's request and rewrites A's WQEs.
+    {
+      RecvWr rr;
+      rr.wr_id = s;
+      rr.sg_list.push_back({a_wqe(reply) + WqeLayout::kRemoteAddr, 12, a_->wq_lkey()});
+      for (uint32_t k = 1; k < g; ++k) {
+        rr.sg_list.push_back({a_wqe(k) + WqeLayout::kImmInvQpn, 4, a_->wq_lkey()});
+      }
+      if (const int rc = a_->PostRecv(rr); rc != 0) {
+        throw fabric::VerbsError(rc, "onesided_mw alloc chain: posting the RECV on qp " +
+                                         std::to_string(a_->qp_num()) + " failed");
+      }
+    }
+
+    // C: the gates.
+    const uint64_t lc = kWorkerWrs * s;
+    Post(c_, Wait(lcq_, lc), "WAIT previous ticket");
+    Post(c_, Wait(rcq_, s + 1), "WAIT request");
+    Post(c_, Enable(l_, l0 + 1), "ENABLE L1");
+    Post(c_, Wait(lcq_, lc + 1), "WAIT L1");
+    Post(c_, Enable(l_, l0 + 3), "ENABLE L2-L3");
+    Post(c_, Wait(lcq_, lc + 3), "WAIT L3");
+    Post(c_, Enable(l_, l0 + 5), "ENABLE L4-L5");
+    Post(c_, Wait(lcq_, lc + 4), "WAIT L4");
+    Post(c_, Enable(l_, l0 + 6), "ENABLE L6");
+    Post(c_, Wait(lcq_, lc + 6), "WAIT L6");
+    Post(c_, Enable(l_, l0 + 7), "ENABLE L7");
+    Post(c_, Enable(a_, a0 + g), "ENABLE binds");
+    Post(c_, Wait(lcq_, lc + 7), "WAIT L7");
+    Post(c_, Wait(acq_, (uint64_t{g} + 1) * s + g), "WAIT binds");
+    Post(c_, Enable(a_, a0 + g + 3), "ENABLE reply, ticket");
+
+    ++armed_;
+    co_await mn_->cpu().Work(cost_post_, 1 + kAllocWrs(g) + kWorkerWrs + kControlWrs);
+  }
+}
+
+bool AllocChain::Faulted() const {
+  return a_->QueryState() == QpState::kErr || l_->QueryState() == QpState::kErr ||
+         c_->QueryState() == QpState::kErr;
+}
+
+// ---- CN side ------------------------------------------------------------------------
+
+AllocClient::AllocClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,
+                         uint64_t buf_addr, uint32_t group_size)
+    : cn_(cn), rt_(rt), mr_(mr), buf_(buf_addr), g_(group_size) {
+  if (buf_addr < mr->addr() || buf_addr + BufferBytes(group_size) > mr->addr() + mr->length()) {
+    throw std::invalid_argument("onesided_mw AllocClient: buffer outside its MR");
+  }
+  send_cq_ = cn->CreateCq(16, /*ignore_overrun=*/true);  // unsignaled SENDs: errors only
+  recv_cq_ = cn->CreateCq(16);
+  fabric::QpInitAttr a;
+  a.pd = pd;
+  a.send_cq = send_cq_;
+  a.recv_cq = recv_cq_;
+  a.max_send_wr = 4;
+  a.max_recv_wr = 4;
+  a.access = fabric::kRemoteWrite;  // the reply
+  qp_ = cn->CreateQp(a);
+}
+
+Task<void> AllocClient::Timer(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<Pending> p,
+                              Ps timeout) {
+  co_await rt->SleepFor(timeout);
+  if (p->done) co_return;
+  p->timed_out = true;
+  if (qp->state() != QpState::kErr) qp->Modify(QpState::kErr);  // flushes the RECV
+}
+
+Task<Result<AllocGrant>> AllocClient::Allocate(std::vector<uint32_t> access_qpns, Ps timeout) {
+  Result<AllocGrant> r;
+  if (access_qpns.size() + 1 != g_) {
+    r.status = Status(Code::kInvalidArgument,
+                      "onesided_mw alloc: a group of " + std::to_string(g_) + " MWs needs " +
+                          std::to_string(g_ - 1) + " access QP numbers, got " +
+                          std::to_string(access_qpns.size()));
+    co_return r;
+  }
+  if (qp_->state() == QpState::kErr) {
+    r.status = Status(Code::kLaneBroken, "onesided_mw alloc: the alloc QP is in ERR");
+    co_return r;
+  }
+  const uint32_t seq = next_seq_++;
+  cn_->memory().Fill(reply_addr(), 0, ReplyBytes(g_));
+  const std::vector<uint8_t> req = EncodeRequest(reply_addr(), mr_->rkey(), access_qpns);
+  cn_->memory().Write(buf_, req.data(), req.size());
+  RecvWr rr;
+  rr.wr_id = seq;  // no SGEs: the WRITE_WITH_IMM places its data by address
+  SendWr s;
+  s.wr_id = seq;
+  s.opcode = Opcode::kSend;
+  s.flags = 0;
+  s.sg_list = {{buf_, static_cast<uint32_t>(req.size()), mr_->lkey()}};
+  if (qp_->PostRecv(rr) != 0 || qp_->PostSend(s) != 0) {
+    r.status = Status(Code::kLaneBroken, "onesided_mw alloc: cannot post on the alloc QP");
+    co_return r;
+  }
+  auto pending = std::make_shared<Pending>();
+  rt_->Spawn(Timer(rt_, qp_, pending, timeout));
+  const fabric::WorkCompletion wc = co_await recv_cq_->Next();
+  pending->done = true;
+  if (wc.status != fabric::WcStatus::kSuccess) {
+    r.status =
+        Status(Code::kLaneBroken,
+               pending->timed_out
+                   ? "onesided_mw alloc: no reply within " + std::to_string(PsToUs(timeout)) +
+                         " us (the MN's chain faulted: free-MW queue empty or a bad request); the "
+                         "alloc QP is now in ERR"
+                   : "onesided_mw alloc: the alloc QP failed (" +
+                         std::string(fabric::WcStatusName(wc.status)) + ")");
+    co_return r;
+  }
+  if (!wc.with_imm || wc.imm_data != seq) {
+    r.status = Status(Code::kLaneBroken, "onesided_mw alloc: reply for instance " +
+                                             std::to_string(wc.imm_data) + ", expected " +
+                                             std::to_string(seq));
+    co_return r;
+  }
+  std::vector<uint8_t> bytes(ReplyBytes(g_));
+  cn_->memory().Read(reply_addr(), bytes.data(), bytes.size());
+  const ReplyImage img = DecodeReply(g_, bytes.data());
+  if (!img.same_base || img.handle == 0) {
+    r.status = Status(Code::kLaneBroken, "onesided_mw alloc: malformed reply");
+    co_return r;
+  }
+  r.value.seq = seq;
+  r.value.handle = img.handle;
+  r.value.base = img.base;
+  r.value.rkeys = img.rkeys;
+  co_return r;
+}
+
+}  // namespace dmb::systems::onesided_mw

@@ -1,0 +1,199 @@
+// OneSidedMW's memory-allocation WR chain ([OSMW] §4.3, Figure 5), pre-posted
+// on the MN's RNIC: a CN's SEND triggers it and it hands out one MW group with
+// no MN CPU on the path. The CN side (AllocClient) posts the SEND and awaits
+// the reply.
+//
+// QPs, per Alloc QP (one per CN in the paper; all on the MN):
+//   A  Alloc QP (data PD, connected to the CN's alloc QP; managed SQ). Its RQ
+//      takes the CN's request; its SQ holds the G BIND_MWs, the reply WRITE
+//      and a WAIT + SEND_ENABLE tail (cross-channel).
+//      Its QP access flags are 0: no READ/WRITE/atomic through the alloc lane.
+//   L  worker (metadata PD, looped back to itself; managed SQ): the MN-local
+//      FAA/READ/WRITE steps on the metadata.
+//   C  control (metadata PD, looped back; cross-channel, not managed): WAITs
+//      on completion counts and SEND_ENABLEs the next step of A or L, so each
+//      step starts only after the data the previous step produced has landed
+//      (the managed SQs fetch a WQE only once enabled).
+// A, L and C are all cross-channel QPs (manage_send needs it), so the sim
+// charges its offload penalty for 3 QPs per Alloc QP.
+// L and C live in the metadata PD: a CN's SEND can name any qpn as an access
+// QP, but a bind to a QP outside the data PD fails, and nothing CN-facing can
+// reach the metadata MR.
+//
+// One chain instance (instance s, G = group size, "->" = which later WQE field
+// it rewrites). Every WR on L and A is signaled except A's WAIT and ENABLE;
+// C's are not (C's WAITs count the others' completions).
+//
+//   RECV on A    CN request -> A.reply{remote_addr,rkey} (CN_buff),
+//                              A.bind[k].qpn (k = 1..G-1: the access QPs)
+//   L1 masked FAA head += 8 (wraps in the ring)   -> scratch[s] (u64 LE: the
+//                                                    claimed element's address)
+//   L2 READ scratch[s], 8 reversed 1-byte SGEs    -> L4.remote_addr (BE)
+//   L3 READ scratch[s], 8 reversed 1-byte SGEs    -> L5.remote_addr (BE)
+//   L4 READ element (8 B)                          -> L6.remote_addr (entry)
+//   L5 WRITE 8 zero bytes to the element (FENCE: after L4's read)
+//   L6 READ entry (16 + 16G B)                     -> L7.remote_addr (owner_ptr),
+//                                                     staging[s] (handle),
+//                                                     A.bind[k] bytes 16..31
+//                                                     (base, rkey, new rkey)
+//   L7 WRITE owner_id (this chain's CN) to the entry
+//   L8 NOP: the instance's ticket (below)
+//   A.bind[k] BIND_MW MW k of the entry to the chunk; MW 0 to the CN's Free QP
+//             (fixed when posted), MW k to the k-th access QP (from the RECV)
+//   A.reply   WRITE_WITH_IMM (imm = s) to CN_buff, gathering staging[s] and
+//             A.bind[k] bytes 16..31: { handle, G x (base, rkey, new rkey) }
+//   A.wait    WAIT acq >= (G+1)(s+1)  (the reply was acknowledged)
+//   A.enable  SEND_ENABLE L8
+//
+//   C:  WAIT lcq >= 8s           (instance s-1's ticket: it fully succeeded)
+//       WAIT rcq >= s+1          EN L1        (a request has landed)
+//       WAIT lcq >= 8s+1         EN L2..L3    (FAA result landed)
+//       WAIT lcq >= 8s+3         EN L4..L5    (element address in L4, L5)
+//       WAIT lcq >= 8s+4         EN L6        (entry address in L6)
+//       WAIT lcq >= 8s+6         EN L7, EN A.bind[0..G-1]   (entry in L7, binds)
+//       WAIT lcq >= 8s+7, WAIT acq >= (G+1)s+G   EN A.reply..A.enable (owner
+//                                                 recorded, windows bound)
+//
+// Why the ticket: a WAIT counts every completion, flushes included. When A
+// faults (a bad access qpn or CN_buff in the request) its RQ and SQ flush, so
+// rcq and acq jump past every later instance's count and C would go on
+// enabling L, which is healthy, to claim (and leak) one element per
+// pre-posted instance. L8 is enabled only from A's tail, which a fault
+// flushes, and L never flushes while healthy: the next instance's first WAIT
+// never passes, and a faulted chain claims nothing more. (A.wait holds the
+// ticket until the reply is acknowledged, so a reply the CN NAKs releases
+// nothing either.)
+//
+// Placeholders that no step rewrote make the chain fault instead of doing
+// harm: binds carry rkey 0 and (k >= 1) the qpn of L (outside the data PD);
+// READ/WRITE of the metadata carry address 0 (outside the metadata MR); the
+// reply carries rkey 0.
+//
+// Empty queue ([OSMW] §4.3): L5 zeroes every element it hands out, so a head
+// that reaches an element no free has refilled reads 0 into L6, whose READ of
+// address 0 faults: L goes to ERR and flushes; C's WAITs then see the flush
+// completions and enable binds that still carry their placeholders, which
+// fail, so A goes to ERR too and the reply is flushed. The CN gets no reply
+// (AllocClient times out); nothing was bound or recorded (the failed claim
+// did advance the head). A bad request faults the same way after its claim:
+// that entry stays owned (owner_id) by the requester, half bound.
+// Recovery (the MN CPU noticing, re-creating the chain QPs, fixing the head,
+// reclaiming a half-bound entry) is not written yet; Faulted() is what the
+// MN CPU would check.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "fabric/node.h"
+#include "systems/onesided_mw/metadata.h"
+#include "systems/status.h"
+
+namespace dmb::systems::onesided_mw {
+
+struct AllocChainConfig {
+  uint32_t free_qpn = 0;        // MN end of the CN's Free QP: MW 0 of every group goes to it
+  uint64_t owner_id = 0;        // written to owner_id (OwnerIdOfCn(cn_index))
+  uint32_t max_instances = 16;  // chain instances the rings hold at once
+};
+
+class AllocChain {
+ public:
+  // Per instance: L1..L8 on L; G binds, the reply, WAIT, ENABLE on A; the
+  // WAITs and ENABLEs on C.
+  static constexpr uint32_t kWorkerWrs = 8;
+  static constexpr uint32_t kAllocWrs(uint32_t g) { return g + 3; }
+  static constexpr uint32_t kControlWrs = 15;
+
+  // Creates A, L and C and the MRs the chain scatters through, and connects
+  // L and C to themselves. Connect alloc_qp() to the CN's alloc QP, then Arm.
+  static Task<std::unique_ptr<AllocChain>> Create(fabric::Cluster* cluster, Metadata* md,
+                                                  AllocChainConfig cfg);
+
+  // Pre-posts `n` chain instances (the MN CPU posts them, verbs.post_send
+  // each). Throws VerbsError when A is not connected or the rings are full.
+  Task<void> Arm(uint32_t n);
+
+  fabric::Qp* alloc_qp() const { return a_; }
+  fabric::Qp* worker_qp() const { return l_; }
+  fabric::Qp* control_qp() const { return c_; }
+  uint64_t armed() const { return armed_; }
+  // Requests the RNIC has taken (RECVs consumed on A).
+  uint64_t requests_taken() const { return a_->counters().recvs_consumed; }
+  // Some chain QP is in ERR (a fault: empty queue, bad request): the chain
+  // serves nothing until rebuilt.
+  bool Faulted() const;
+
+ private:
+  AllocChain() = default;
+
+  fabric::Cluster* cluster_ = nullptr;
+  fabric::Node* mn_ = nullptr;
+  Metadata* md_ = nullptr;
+  AllocChainConfig cfg_;
+  fabric::Cq* rcq_ = nullptr;  // A's RECVs
+  fabric::Cq* acq_ = nullptr;  // A's binds and replies
+  fabric::Cq* lcq_ = nullptr;  // L
+  fabric::Cq* ccq_ = nullptr;  // C (unsignaled: errors only)
+  fabric::Qp* a_ = nullptr;
+  fabric::Qp* l_ = nullptr;
+  fabric::Qp* c_ = nullptr;
+  fabric::Mr* a_ring_meta_mr_ = nullptr;   // A's SQ ring, in the metadata PD (L6 writes binds)
+  fabric::Mr* scratch_meta_mr_ = nullptr;  // scratch, metadata PD (L's SGEs, remote read)
+  fabric::Mr* scratch_data_mr_ = nullptr;  // scratch, data PD (A.reply gathers staging)
+  uint64_t scratch_ = 0;                   // [zero 8][owner_id 8][pad] then 16 B per slot
+  uint64_t armed_ = 0;
+  fabric::CpuCost cost_post_;
+};
+
+// What a successful allocation hands the CN.
+struct AllocGrant {
+  uint32_t seq = 0;     // chain instance that served it (the reply's imm)
+  uint64_t handle = 0;  // MWTable entry address: the argument of a later free
+  uint64_t base = 0;    // chunk address on the MN
+  // rkeys[0]: MW 0 (usable through the Free QP); rkeys[k]: through access QP k.
+  std::vector<uint32_t> rkeys;
+};
+
+// The CN end of one Alloc QP. One allocation at a time.
+class AllocClient {
+ public:
+  // `mr` covers [buf_addr, +BufferBytes(g)) with local write and remote
+  // write (the reply lands there). Creates the CN's alloc QP (not connected).
+  AllocClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,
+              uint64_t buf_addr, uint32_t group_size);
+  static uint64_t BufferBytes(uint32_t g) { return 64 + ReplyBytes(g); }
+
+  fabric::Qp* qp() const { return qp_; }
+  uint64_t reply_addr() const { return buf_ + 64; }
+
+  // Sends the request (MN-side qpns of the G-1 access QPs, in MW order) and
+  // awaits the reply WRITE_WITH_IMM. The CQE (rather than polling a flag in
+  // CN_buff) tells the CN the reply bytes have landed, without a polling loop
+  // that would have to sleep in virtual time. With no reply within `timeout`
+  // (the MN's chain faulted, e.g. on an empty free-MW queue) the client moves
+  // its alloc QP to ERR, which flushes the pending RECV, and returns
+  // kLaneBroken: the lane is dead until reconnected (so is the MN end).
+  Task<Result<AllocGrant>> Allocate(std::vector<uint32_t> access_qpns, Ps timeout);
+
+ private:
+  struct Pending {
+    bool done = false;
+    bool timed_out = false;
+  };
+  static Task<void> Timer(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<Pending> p,
+                          Ps timeout);
+
+  fabric::Node* cn_;
+  fabric::Runtime* rt_;
+  fabric::Mr* mr_;
+  uint64_t buf_;
+  uint32_t g_;
+  fabric::Cq* send_cq_ = nullptr;
+  fabric::Cq* recv_cq_ = nullptr;
+  fabric::Qp* qp_ = nullptr;
+  uint32_t next_seq_ = 0;
+};
+
+}  // namespace dmb::systems::onesided_mw
