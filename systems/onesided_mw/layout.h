@@ -30,7 +30,7 @@
 //   that address (a READ with eight reversed 1-byte SGEs, ODRP's EndianSwap)
 //   into the WQEs that READ and zero the element. The paper says only "FAA on
 //   the queue head" and leaves the wrap open; this is our choice. The free
-//   chain (not written yet) advances the tail the same way.
+//   chain (free_chain.h) advances the tail the same way.
 //   The head keeps no lap count: head == tail means nothing by itself; an
 //   empty queue is detected by the zeroed element ([OSMW] §4.3).
 //

@@ -1,0 +1,353 @@
+#include "systems/onesided_mw/free_chain.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <stdexcept>
+#include <string>
+
+namespace dmb::systems::onesided_mw {
+
+using fabric::Opcode;
+using fabric::QpState;
+using fabric::RecvWr;
+using fabric::SendWr;
+using fabric::WqeLayout;
+
+namespace {
+
+// Scratch area of one chain: constants, then one 16 B slot per instance.
+constexpr uint64_t kScratchZeroOff = 0;  // 8 zero bytes (L2's source)
+constexpr uint64_t kScratchSinkOff = 8;  // 16 B where L1 drops what it does not need
+constexpr uint64_t kScratchSlotsOff = 64;
+constexpr uint64_t kSlotBytes = 16;  // +0 FAA result (LE), +8 staged handle (BE)
+
+void Post(fabric::Qp* qp, const SendWr& wr, const char* what) {
+  if (const int rc = qp->PostSend(wr); rc != 0) {
+    throw fabric::VerbsError(rc, std::string("onesided_mw free chain: posting ") + what +
+                                     " on qp " + std::to_string(qp->qp_num()) + " failed (" +
+                                     (rc == ENOMEM ? "ring full" : "bad WR or QP state") + ")");
+  }
+}
+
+SendWr Wait(fabric::Cq* cq, uint64_t count) {
+  SendWr w;
+  w.opcode = Opcode::kWait;
+  w.flags = 0;
+  w.wait_cq = cq->cq_num();
+  w.wait_count = count;
+  return w;
+}
+
+SendWr Enable(fabric::Qp* target, uint64_t index) {
+  SendWr w;
+  w.opcode = Opcode::kSendEnable;
+  w.flags = 0;
+  w.enable_qpn = target->qp_num();
+  w.enable_index = index;
+  return w;
+}
+
+SendWr LocalInv(uint64_t wr_id) {
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = Opcode::kLocalInv;
+  w.invalidate_rkey = 0;  // <- L1 (rkey 0 names no MW)
+  return w;
+}
+
+}  // namespace
+
+Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Metadata* md,
+                                                   FreeChainConfig cfg) {
+  fabric::Node* mn = md->node();
+  fabric::RequireCaps(*mn, {"cross_channel", "mw_type2", "masked_atomics"},
+                      "onesided_mw free chain");
+  if (cfg.max_instances == 0) {
+    throw std::invalid_argument("onesided_mw free chain: max_instances must be >= 1");
+  }
+  const uint32_t g = md->group_size();
+  if (g > kMaxGroupSize) {
+    throw std::invalid_argument("onesided_mw free chain: group size " + std::to_string(g) + " > " +
+                                std::to_string(kMaxGroupSize) +
+                                " (the entry READ scatters 2 + 2G SGEs)");
+  }
+  std::unique_ptr<FreeChain> ch(new FreeChain());
+  ch->cluster_ = cluster;
+  ch->mn_ = mn;
+  ch->md_ = md;
+  ch->cfg_ = cfg;
+  const uint32_t n = cfg.max_instances;
+
+  // Counted only (the MN CPU never polls them); WAITs read the counts.
+  ch->frcq_ = mn->CreateCq(n, /*ignore_overrun=*/true);
+  ch->fscq_ = mn->CreateCq(n * 2, true);
+  ch->ucq_ = mn->CreateCq(n * std::max<uint32_t>(1, g - 1), true);
+  ch->lcq_ = mn->CreateCq(n * kWorkerSignaled, true);
+  ch->ccq_ = mn->CreateCq(n, true);
+
+  fabric::QpInitAttr f;
+  f.pd = md->data_pd();
+  f.send_cq = ch->fscq_;
+  f.recv_cq = ch->frcq_;
+  f.max_send_wr = n * kFreeWrs;
+  f.max_recv_wr = n;
+  f.max_send_sge = 1;
+  f.max_recv_sge = 1;
+  f.access = fabric::kRemoteRead | fabric::kRemoteWrite;  // data through MW 0
+  f.cross_channel = true;
+  f.manage_send = true;
+  f.invalidate_any_qp = false;  // the owner check (header comment)
+  ch->f_ = mn->CreateQp(f);
+
+  fabric::QpInitAttr u;
+  u.pd = md->data_pd();
+  u.send_cq = ch->ucq_;
+  u.recv_cq = ch->ucq_;
+  u.max_send_wr = n * kUnbindWrs(g);
+  u.max_recv_wr = 1;
+  u.access = 0;
+  u.cross_channel = true;
+  u.manage_send = true;
+  u.invalidate_any_qp = true;  // MN-only: MW k is bound to a CN's access QP
+  ch->u_ = mn->CreateQp(u);
+
+  fabric::QpInitAttr l;
+  l.pd = md->meta_pd();
+  l.send_cq = ch->lcq_;
+  l.recv_cq = ch->lcq_;
+  l.max_send_wr = n * kWorkerWrs;
+  l.max_recv_wr = 1;
+  l.max_send_sge = std::max<uint32_t>(8, 2 + 2 * g);
+  l.cross_channel = true;
+  l.manage_send = true;
+  ch->l_ = mn->CreateQp(l);
+
+  fabric::QpInitAttr c;
+  c.pd = md->meta_pd();
+  c.send_cq = ch->ccq_;
+  c.recv_cq = ch->ccq_;
+  c.max_send_wr = n * kControlWrs;
+  c.max_recv_wr = 1;
+  c.cross_channel = true;
+  ch->c_ = mn->CreateQp(c);
+
+  cluster->Connect(ch->u_, ch->u_);
+  cluster->Connect(ch->l_, ch->l_);
+  cluster->Connect(ch->c_, ch->c_);
+
+  auto ring_mr = [&](fabric::Qp* qp, fabric::Pd* pd) -> Task<fabric::Mr*> {
+    co_return co_await mn->RegMr(pd, qp->SendWqeAddr(0),
+                                 uint64_t{qp->send_ring_size()} * qp->send_wqe_stride(),
+                                 fabric::kLocalWrite);
+  };
+  ch->l_ring_data_mr_ = co_await ring_mr(ch->l_, md->data_pd());
+  ch->f_ring_meta_mr_ = co_await ring_mr(ch->f_, md->meta_pd());
+  ch->u_ring_meta_mr_ = co_await ring_mr(ch->u_, md->meta_pd());
+
+  const uint64_t scratch_bytes = kScratchSlotsOff + kSlotBytes * n;
+  ch->scratch_ = mn->memory().Alloc(scratch_bytes, 64);
+  mn->memory().Fill(ch->scratch_, 0, scratch_bytes);
+  ch->scratch_meta_mr_ = co_await mn->RegMr(md->meta_pd(), ch->scratch_, scratch_bytes,
+                                            fabric::kLocalWrite | fabric::kRemoteRead);
+  ch->cost_post_ = mn->Cost("verbs.post_send");
+  co_return ch;
+}
+
+Task<void> FreeChain::Arm(uint32_t n) {
+  if (f_->state() != QpState::kRts) {
+    throw fabric::VerbsError(EINVAL, "onesided_mw free chain: Arm needs the Free QP connected");
+  }
+  const uint32_t g = md_->group_size();
+  const uint32_t meta_rkey = md_->meta_mr()->rkey();
+  const uint32_t smeta = scratch_meta_mr_->lkey();
+  const Layout& lay = md_->layout();
+  for (uint32_t j = 0; j < n; ++j) {
+    const uint64_t s = armed_;
+    const uint64_t tag = s << 8;
+    const uint64_t slot = scratch_ + kScratchSlotsOff + kSlotBytes * (s % cfg_.max_instances);
+    const uint64_t faa_result = slot;         // u64 LE
+    const uint64_t staged_handle = slot + 8;  // u64 BE
+    const uint64_t f0 = f_->next_send_index();
+    const uint64_t u0 = u_->next_send_index();
+    const uint64_t l0 = l_->next_send_index();
+    auto f_wqe = [&](uint64_t i) { return f_->SendWqeAddr(f0 + i); };
+    auto u_wqe = [&](uint64_t i) { return u_->SendWqeAddr(u0 + i); };
+    auto l_wqe = [&](uint64_t i) { return l_->SendWqeAddr(l0 + i); };
+
+    // F: inv0, WAIT, ENABLE U, reply.
+    Post(f_, LocalInv(tag | 0x10), "F LOCAL_INV MW 0");
+    Post(f_, Wait(fscq_, 2 * s + 1), "F WAIT inv0");
+    Post(f_, Enable(u_, u0 + kUnbindWrs(g)), "F ENABLE U");
+    {
+      SendWr r;
+      r.wr_id = tag | 0x20;
+      r.opcode = Opcode::kSend;  // zero bytes: the RECV CQE is the answer
+      Post(f_, r, "F reply SEND");
+    }
+
+    // U: inv[1..G-1], WAIT, ENABLE L2..L3.
+    for (uint32_t k = 1; k < g; ++k) Post(u_, LocalInv(tag | (0x30 + k)), "U LOCAL_INV MW k");
+    Post(u_, Wait(ucq_, uint64_t{g - 1} * (s + 1)), "U WAIT invs");
+    Post(u_, Enable(l_, l0 + 3), "U ENABLE L2-L3");
+
+    // L1: READ the entry named by the request.
+    {
+      SendWr r;
+      r.wr_id = tag | 1;
+      r.opcode = Opcode::kRead;
+      r.remote_addr = 0;  // <- RECV (X); 0 faults
+      r.rkey = meta_rkey;
+      r.sg_list.push_back({l_wqe(1) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()});  // owner_ptr
+      r.sg_list.push_back({staged_handle, 8, smeta});                              // handle
+      for (uint32_t k = 0; k < g; ++k) {
+        r.sg_list.push_back({scratch_ + kScratchSinkOff, 12, smeta});  // base, rkey
+        const uint64_t inv = k == 0 ? f_wqe(0) : u_wqe(k - 1);
+        const uint32_t lkey = k == 0 ? f_ring_meta_mr_->lkey() : u_ring_meta_mr_->lkey();
+        r.sg_list.push_back({inv + WqeLayout::kImmInvQpn, 4, lkey});  // next_rkey
+      }
+      Post(l_, r, "L1 READ entry");
+    }
+    // L2: owner_id := 0.
+    {
+      SendWr w;
+      w.wr_id = tag | 2;
+      w.opcode = Opcode::kWrite;
+      w.remote_addr = 0;  // <- L1 (owner_ptr)
+      w.rkey = meta_rkey;
+      w.sg_list = {{scratch_ + kScratchZeroOff, 8, smeta}};
+      Post(l_, w, "L2 WRITE owner_id");
+    }
+    // L3: claim the tail element: tail += 8 inside the ring.
+    {
+      SendWr f;
+      f.wr_id = tag | 3;
+      f.opcode = Opcode::kMaskedFetchAndAdd;
+      f.remote_addr = md_->tail_addr();
+      f.rkey = meta_rkey;
+      f.compare_add = kElementBytes;
+      f.swap = lay.HeadBoundaryMask();
+      f.sg_list = {{faa_result, 8, smeta}};
+      Post(l_, f, "L3 masked FAA tail");
+    }
+    // L4: the element's address, byte-swapped into L5's remote_addr.
+    {
+      SendWr r;
+      r.wr_id = tag | 4;
+      r.opcode = Opcode::kRead;
+      r.remote_addr = faa_result;
+      r.rkey = scratch_meta_mr_->rkey();
+      for (int b = 0; b < 8; ++b) {
+        r.sg_list.push_back({l_wqe(4) + WqeLayout::kRemoteAddr + 7 - b, 1, l_->wq_lkey()});
+      }
+      Post(l_, r, "L4 swap READ");
+    }
+    // L5: re-insert the entry (its own handle) at the claimed tail element.
+    {
+      SendWr w;
+      w.wr_id = tag | 5;
+      w.opcode = Opcode::kWrite;
+      w.remote_addr = 0;  // <- L4
+      w.rkey = meta_rkey;
+      w.sg_list = {{staged_handle, 8, smeta}};
+      Post(l_, w, "L5 WRITE element");
+    }
+    // L6, L7: once L5 is acknowledged, release the reply.
+    Post(l_, Wait(lcq_, kWorkerSignaled * (s + 1)), "L6 WAIT element");
+    Post(l_, Enable(f_, f0 + kFreeWrs), "L7 ENABLE reply");
+
+    // The RECV that takes the CN's request.
+    {
+      RecvWr rr;
+      rr.wr_id = s;
+      rr.sg_list.push_back({l_wqe(0) + WqeLayout::kRemoteAddr, 8, l_ring_data_mr_->lkey()});
+      if (const int rc = f_->PostRecv(rr); rc != 0) {
+        throw fabric::VerbsError(rc, "onesided_mw free chain: posting the RECV on qp " +
+                                         std::to_string(f_->qp_num()) + " failed");
+      }
+    }
+
+    // C: the gates, all on L's CQ (L does not fault while healthy).
+    const uint64_t lc = kWorkerSignaled * s;
+    Post(c_, Wait(lcq_, lc), "WAIT previous instance");
+    Post(c_, Wait(frcq_, s + 1), "WAIT request");
+    Post(c_, Enable(l_, l0 + 1), "ENABLE L1");
+    Post(c_, Wait(lcq_, lc + 1), "WAIT L1");
+    Post(c_, Enable(f_, f0 + 3), "ENABLE F inv0");
+    Post(c_, Wait(lcq_, lc + 3), "WAIT L3");
+    Post(c_, Enable(l_, l0 + 4), "ENABLE L4");
+    Post(c_, Wait(lcq_, lc + 4), "WAIT L4");
+    Post(c_, Enable(l_, l0 + 7), "ENABLE L5-L7");
+
+    ++armed_;
+    co_await mn_->cpu().Work(cost_post_, 1 + kFreeWrs + kUnbindWrs(g) + kWorkerWrs + kControlWrs);
+  }
+}
+
+bool FreeChain::Faulted() const {
+  return f_->QueryState() == QpState::kErr || u_->QueryState() == QpState::kErr ||
+         l_->QueryState() == QpState::kErr || c_->QueryState() == QpState::kErr;
+}
+
+// ---- CN side ------------------------------------------------------------------------
+
+FreeClient::FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,
+                       uint64_t buf_addr, fabric::Cq* send_cq)
+    : cn_(cn), rt_(rt), mr_(mr), buf_(buf_addr), send_cq_(send_cq) {
+  if (buf_addr < mr->addr() || buf_addr + 8 > mr->addr() + mr->length()) {
+    throw std::invalid_argument("onesided_mw FreeClient: buffer outside its MR");
+  }
+  if (!send_cq_) send_cq_ = cn->CreateCq(64, /*ignore_overrun=*/true);
+  recv_cq_ = cn->CreateCq(16);
+  fabric::QpInitAttr a;
+  a.pd = pd;
+  a.send_cq = send_cq_;
+  a.recv_cq = recv_cq_;
+  a.max_send_wr = 16;
+  a.max_recv_wr = 4;
+  a.access = 0;  // the chain's reply is a SEND; nothing one-sided comes in
+  qp_ = cn->CreateQp(a);
+}
+
+Task<void> FreeClient::Timer(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<Pending> p,
+                             Ps timeout) {
+  co_await rt->SleepFor(timeout);
+  if (p->done) co_return;
+  p->timed_out = true;
+  if (qp->state() != QpState::kErr) qp->Modify(QpState::kErr);  // flushes the RECV
+}
+
+Task<Status> FreeClient::Free(uint64_t handle, Ps timeout) {
+  if (qp_->state() == QpState::kErr) {
+    co_return Status(Code::kLaneBroken, "onesided_mw free: the Free QP is in ERR");
+  }
+  uint8_t req[8];
+  fabric::StoreBe64(req, handle);
+  cn_->memory().Write(buf_, req, 8);
+  RecvWr rr;  // no SGEs: the reply carries no data
+  SendWr s;
+  s.opcode = Opcode::kSend;
+  s.flags = 0;
+  s.sg_list = {{buf_, 8, mr_->lkey()}};
+  if (qp_->PostRecv(rr) != 0 || qp_->PostSend(s) != 0) {
+    co_return Status(Code::kLaneBroken, "onesided_mw free: cannot post on the Free QP");
+  }
+  auto pending = std::make_shared<Pending>();
+  rt_->Spawn(Timer(rt_, qp_, pending, timeout));
+  const fabric::WorkCompletion wc = co_await recv_cq_->Next();
+  pending->done = true;
+  if (wc.status != fabric::WcStatus::kSuccess) {
+    co_return Status(Code::kLaneBroken,
+                     pending->timed_out
+                         ? "onesided_mw free: no reply within " + std::to_string(PsToUs(timeout)) +
+                               " us (the MN's chain refused: not the owner, a double free or a "
+                               "forged handle; or it is dead); the Free QP is now in ERR"
+                         : "onesided_mw free: the Free QP failed (" +
+                               std::string(fabric::WcStatusName(wc.status)) + ")");
+  }
+  if (wc.byte_len != 0) {
+    co_return Status(Code::kLaneBroken, "onesided_mw free: malformed reply");
+  }
+  co_return Status();
+}
+
+}  // namespace dmb::systems::onesided_mw

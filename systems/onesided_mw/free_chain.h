@@ -1,0 +1,217 @@
+// OneSidedMW's memory-free WR chain ([OSMW] §4.3: "The free chain reads the
+// entry, unbinds MW 0 (fails for a non-owner), unbinds the rest with the qpn
+// check skipped by MN-only configuration, clears owner_id, FAA on the tail
+// and re-inserts the validated entry"), pre-posted on the MN's RNIC: a CN's
+// SEND on its Free QP triggers it, with no MN CPU on the path. The CN side
+// (FreeClient) posts the SEND and awaits the reply.
+//
+// Who may free: MW 0 of every group is bound (by the allocation chain) to the
+// MN end F of the allocating CN's Free QP. The chain invalidates MW 0 with a
+// LOCAL_INV posted on F, naming the rkey it READ from the entry the request
+// names. The RNIC lets a QP invalidate a type-2 MW only if the MW is bound to
+// that very QP (F is created without invalidate_any_qp), so the LOCAL_INV
+// fails unless the entry's MW 0 is bound to THIS CN's Free QP, i.e. unless
+// the requester owns the entry. A SEND_WITH_INV from the CN would not do: its
+// rkey is the CN's word, not the entry's, so a CN could invalidate one of its
+// own MW 0s while naming someone else's entry address, and the chain could
+// not tie the two together. The LOCAL_INV's rkey comes from the entry itself.
+// A failed LOCAL_INV moves F to ERR and flushes F's SQ, so nothing after it
+// (the success tail that releases the rest of the chain) ever runs: the
+// non-owner's free changes nothing, and its free lane is dead (as a bad
+// allocation request kills the alloc lane). A second free of the same entry
+// fails the same way (MW 0 is no longer valid).
+//
+// QPs, per Free QP (one per CN; all on the MN):
+//   F  MN end of the CN's Free QP (data PD, connected to the CN; managed SQ,
+//      cross-channel). Its RQ takes the CN's request; its SQ holds the
+//      LOCAL_INV of MW 0, a WAIT + SEND_ENABLE tail, and the reply SEND. Its
+//      access flags allow READ/WRITE: MW 0 is usable through it.
+//      Pass free_qp()->qp_num() to the allocation chain as free_qpn.
+//      A protection error the CN causes through F (a bad READ/WRITE via
+//      MW 0) moves F to ERR like any responder: the CN kills its own free
+//      lane (a later instance then faults on its placeholders, harmlessly).
+//   U  unbinder (data PD, looped back; managed SQ; invalidate_any_qp, the
+//      "MN-only configuration"): LOCAL_INV of MW 1..G-1, which are bound to
+//      the CN's access QPs, then a WAIT + SEND_ENABLE tail.
+//   L  worker (metadata PD, looped back; managed SQ): READ/WRITE/FAA on the
+//      metadata.
+//   C  control (metadata PD, looped back; cross-channel, not managed).
+//
+// One chain instance (s = instance, G = group size, "->" = which later WQE
+// field it rewrites). L1..L5, F.inv0, F.reply and U.inv are signaled; WAITs
+// and ENABLEs on F, U, L are not; C's are not.
+//
+//   RECV on F    request (entry address X, u64 BE) -> L1.remote_addr
+//   L1 READ X (16 + 16G B), 2 + 2G SGEs:  owner_ptr    -> L2.remote_addr
+//                                         handle       -> staged[s] (BE)
+//                                         mw[k] base, rkey -> sink
+//                                         mw[k] next_rkey (the installed
+//                                           key)       -> F.inv0 (k = 0) /
+//                                                         U.inv[k] rkey
+//   F.inv0    LOCAL_INV MW 0           (fails for a non-owner: see above)
+//   F.wait    WAIT fscq >= 2s+1        (F.inv0 succeeded)
+//   F.enable  SEND_ENABLE U.inv[1..G-1], U.wait, U.enable
+//   U.inv[k]  LOCAL_INV MW k           (invalidate_any_qp: any QP of the PD)
+//   U.wait    WAIT ucq >= (G-1)(s+1)   (all unbound)
+//   U.enable  SEND_ENABLE L2..L3
+//   L2 WRITE 8 zero bytes to owner_ptr (owner_id := 0)
+//   L3 masked FAA tail += 8 (wraps as the head does) -> faa[s] (u64 LE)
+//   L4 READ faa[s], 8 reversed 1-byte SGEs          -> L5.remote_addr (BE)
+//   L5 WRITE staged[s] (the entry's own handle) to the element at the tail
+//   L6 WAIT lcq >= 5s+5                (L5 acknowledged)
+//   L7 SEND_ENABLE F.reply
+//   F.reply   SEND, zero bytes: "freed"
+//
+//   C:  WAIT lcq >= 5s             (instance s-1 went all the way: ticket)
+//       WAIT frcq >= s+1           EN L1          (a request has landed)
+//       WAIT lcq >= 5s+1           EN F.inv0..F.enable (rkeys in place)
+//       WAIT lcq >= 5s+3           EN L4          (FAA result landed)
+//       WAIT lcq >= 5s+4           EN L5..L7      (element address in L5)
+//
+// The ticket (the allocation chain's idea): a WAIT counts every completion,
+// flushes included, so a gate on the CQ of a QP that can fault (F, U) would
+// open when that QP flushes, and the rest of the chain would run on a free
+// that was refused. So every step after a fallible LOCAL_INV is released by
+// the success tail of the QP that ran it (F.enable after F.inv0, U.enable
+// after U.inv), which a fault flushes instead of executing, and the reply by
+// L's own tail. C gates only on L's CQ, which does not flush while L is
+// healthy: after a fault at F or U, C stays blocked at instance s's WAIT
+// lcq >= 5s+3 (L2..L3 were never enabled) and never reaches a later
+// instance's gates, so later requests (already landed or not) run nothing.
+// A refused free leaves owner_id, the tail and the queue untouched (a fault
+// at U leaves MW 0..k-1 of that entry unbound: see Recovery); nothing leaks
+// and nothing is inserted twice. (free_chain_test checks that gating L2 on
+// U's CQ instead breaks exactly this.) If L itself faults (a request naming
+// an address outside the metadata MR, or L1 run on its placeholder after F's
+// RQ flushed), every step left carries a placeholder or sits on a QP in
+// ERR: nothing changes.
+//
+// Placeholders that no step rewrote fail safely: LOCAL_INVs name rkey 0
+// (index 0: no MW); L1, L2, L5 address 0 (outside the metadata MR).
+//
+// What re-enters the queue is the handle READ from the entry (its own
+// address, a constant the MN wrote), not the requester's word.
+//
+// Forged addresses: X outside the metadata MR faults L1 (F, U and the queue
+// untouched; the chain is dead). X inside it passes only if the 4 bytes at
+// X + 28 are the current rkey of an MW bound to this CN's Free QP, i.e. of an
+// entry the requester owns. With next_rkey == rkey (layout.h) that is X = E
+// or X = E - 4 for such an entry E; X = E - 4 then READs owner_ptr from the
+// padding before E (0 while addresses stay below 4 GiB): U unbinds E's
+// windows, L2 WRITEs address 0 and faults. The damage stays with the
+// requester's own entry (unbound, still owned: reclaimable by owner_id).
+//
+// Recovery (MN CPU rebuilding a faulted chain, reclaiming a half-unbound
+// entry after a fault at U) is not written; Faulted() is what the MN CPU
+// would check.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "fabric/node.h"
+#include "systems/onesided_mw/metadata.h"
+#include "systems/status.h"
+
+namespace dmb::systems::onesided_mw {
+
+struct FreeChainConfig {
+  uint32_t max_instances = 16;  // chain instances the rings hold at once
+};
+
+class FreeChain {
+ public:
+  // Per instance: L1..L7 on L (5 signaled); inv0, WAIT, ENABLE, reply on F;
+  // G-1 LOCAL_INVs, WAIT, ENABLE on U; the WAITs and ENABLEs on C.
+  static constexpr uint32_t kWorkerWrs = 7;
+  static constexpr uint32_t kWorkerSignaled = 5;
+  static constexpr uint32_t kFreeWrs = 4;
+  static constexpr uint32_t kUnbindWrs(uint32_t g) { return g + 1; }
+  static constexpr uint32_t kControlWrs = 9;
+  // L1 scatters 2 + 2G SGEs.
+  static constexpr uint32_t kMaxGroupSize = 7;
+
+  // Creates F, U, L and C and the MRs the chain scatters through, and
+  // connects U, L and C to themselves. Connect free_qp() to the CN's Free
+  // QP (FreeClient::qp()), then Arm.
+  static Task<std::unique_ptr<FreeChain>> Create(fabric::Cluster* cluster, Metadata* md,
+                                                 FreeChainConfig cfg);
+
+  // Pre-posts `n` chain instances (MN CPU: verbs.post_send each). Throws
+  // VerbsError when F is not connected or the rings are full.
+  Task<void> Arm(uint32_t n);
+
+  fabric::Qp* free_qp() const { return f_; }
+  fabric::Qp* unbind_qp() const { return u_; }
+  fabric::Qp* worker_qp() const { return l_; }
+  fabric::Qp* control_qp() const { return c_; }
+  uint64_t armed() const { return armed_; }
+  uint64_t requests_taken() const { return f_->counters().recvs_consumed; }
+  bool Faulted() const;
+
+ private:
+  FreeChain() = default;
+
+  fabric::Cluster* cluster_ = nullptr;
+  fabric::Node* mn_ = nullptr;
+  Metadata* md_ = nullptr;
+  FreeChainConfig cfg_;
+  fabric::Cq* frcq_ = nullptr;  // F's RECVs
+  fabric::Cq* fscq_ = nullptr;  // F's LOCAL_INV and reply
+  fabric::Cq* ucq_ = nullptr;   // U
+  fabric::Cq* lcq_ = nullptr;   // L
+  fabric::Cq* ccq_ = nullptr;   // C (errors only)
+  fabric::Qp* f_ = nullptr;
+  fabric::Qp* u_ = nullptr;
+  fabric::Qp* l_ = nullptr;
+  fabric::Qp* c_ = nullptr;
+  fabric::Mr* l_ring_data_mr_ = nullptr;  // L's SQ ring, data PD (F's RECV writes L1)
+  fabric::Mr* f_ring_meta_mr_ = nullptr;  // F's SQ ring, metadata PD (L1 writes inv0)
+  fabric::Mr* u_ring_meta_mr_ = nullptr;  // U's SQ ring, metadata PD (L1 writes inv[k])
+  fabric::Mr* scratch_meta_mr_ = nullptr;
+  uint64_t scratch_ = 0;  // [zero 8][sink 16][pad] then 16 B per slot
+  uint64_t armed_ = 0;
+  fabric::CpuCost cost_post_;
+};
+
+// The CN end of one Free QP. Creates the CN's Free QP (not connected); MW 0
+// of every group the CN allocates is usable through it. One free at a time.
+class FreeClient {
+ public:
+  // `mr` covers [buf_addr, +8) with local access (the request is sent from
+  // there). `send_cq`: the CQ of the Free QP's SQ, where the caller polls
+  // the WRs it posts itself (data through MW 0); the free request is
+  // unsignaled and lands there only if it fails. Null: a counting-only CQ
+  // (nothing stored, so the caller cannot poll it).
+  FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,
+             uint64_t buf_addr, fabric::Cq* send_cq = nullptr);
+
+  fabric::Qp* qp() const { return qp_; }
+  fabric::Cq* send_cq() const { return send_cq_; }
+  // The replies' CQ (Free awaits it).
+  fabric::Cq* recv_cq() const { return recv_cq_; }
+
+  // Sends the request (the handle of an AllocGrant) and awaits the chain's
+  // reply. No reply within `timeout` means the chain refused (not the
+  // owner, a double free, a forged handle) or is dead: the client moves its
+  // QP to ERR (flushing the pending RECV) and returns kLaneBroken.
+  Task<Status> Free(uint64_t handle, Ps timeout);
+
+ private:
+  struct Pending {
+    bool done = false;
+    bool timed_out = false;
+  };
+  static Task<void> Timer(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<Pending> p,
+                          Ps timeout);
+
+  fabric::Node* cn_;
+  fabric::Runtime* rt_;
+  fabric::Mr* mr_;
+  uint64_t buf_;
+  fabric::Cq* send_cq_ = nullptr;
+  fabric::Cq* recv_cq_ = nullptr;
+  fabric::Qp* qp_ = nullptr;
+};
+
+}  // namespace dmb::systems::onesided_mw
