@@ -1,0 +1,626 @@
+#include "systems/odrp/chains.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <stdexcept>
+#include <string>
+
+#include "fabric/wqe_layout.h"
+
+namespace dmb::systems::odrp {
+
+using fabric::Opcode;
+using fabric::QpState;
+using fabric::RecvWr;
+using fabric::SendWr;
+using fabric::Sge;
+using fabric::WqeLayout;
+
+namespace {
+
+constexpr uint32_t kMetaAccess =
+    fabric::kLocalWrite | fabric::kRemoteRead | fabric::kRemoteWrite | fabric::kRemoteAtomic;
+constexpr uint32_t kRwAccess = fabric::kLocalWrite | fabric::kRemoteRead | fabric::kRemoteWrite;
+
+SendWr Wait(fabric::Cq* cq) {
+  SendWr w;
+  w.opcode = Opcode::kWait;
+  w.flags = 0;
+  w.wait_cq = cq->cq_num();
+  return w;
+}
+SendWr Enable(fabric::Qp* q) {
+  SendWr w;
+  w.opcode = Opcode::kSendEnable;
+  w.flags = 0;
+  w.enable_qpn = q->qp_num();
+  return w;
+}
+SendWr Nop() {
+  SendWr w;
+  w.opcode = Opcode::kNop;
+  w.flags = 0;
+  return w;
+}
+// ODRP's EndianSwap ([ODRP] §4.2, Figure 5c): READ the 8-byte little-endian
+// word at `src` and scatter byte i to dst + 7 - i, leaving it big-endian.
+SendWr SwapRead(uint64_t src, uint32_t src_rkey, uint64_t dst, uint32_t dst_lkey) {
+  SendWr w;
+  w.opcode = Opcode::kRead;
+  w.remote_addr = src;
+  w.rkey = src_rkey;
+  for (int i = 0; i < 8; ++i) w.sg_list.push_back({dst + 7 - i, 1, dst_lkey});
+  return w;
+}
+
+void Post(fabric::Qp* qp, const SendWr& wr, const char* what) {
+  if (const int rc = qp->PostSend(wr); rc != 0) {
+    throw fabric::VerbsError(rc, std::string("odrp chain: posting ") + what + " on qp " +
+                                     std::to_string(qp->qp_num()) + " failed");
+  }
+}
+
+void PutBe64(std::vector<uint8_t>* out, uint64_t v) {
+  uint8_t b[8];
+  fabric::StoreBe64(b, v);
+  out->insert(out->end(), b, b + 8);
+}
+void PutBe32(std::vector<uint8_t>* out, uint32_t v) {
+  uint8_t b[4];
+  fabric::StoreBe32(b, v);
+  out->insert(out->end(), b, b + 4);
+}
+
+// Where RearmValues land: (role, WQE within the instance); always operand0
+// (the WAIT count or the ENABLE index). Role: 0 = L, 1 = R, 2 = C.
+struct Target {
+  uint8_t role;
+  uint32_t wqe;
+};
+std::vector<Target> RearmTargets(ChainKind kind) {
+  if (kind == ChainKind::kLoad) return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {1, 1}, {1, 2}};
+  return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {0, 7}, {1, 1}, {1, 2}};
+}
+
+// Signaled L completions per Unmapped Store instance (U1..U7).
+constexpr uint64_t kStoreLCompletions = 7;
+
+}  // namespace
+
+const char* ChainKindName(ChainKind k) { return k == ChainKind::kLoad ? "load" : "unmapped_store"; }
+
+ChainGeometry ChainGeometry::For(ChainKind kind, uint32_t slots) {
+  if (slots < 4 || !std::has_single_bit(slots)) {
+    throw std::invalid_argument(
+        "odrp chain: slots must be a power of two >= 4 (the re-arm lag "
+        "is 2), got " +
+        std::to_string(slots));
+  }
+  ChainGeometry g;
+  g.kind = kind;
+  g.slots = slots;
+  if (kind == ChainKind::kLoad) {
+    g.l_wrs = 1, g.r_wrs = 4, g.c_wrs = 4;
+  } else {
+    g.l_wrs = 8, g.r_wrs = 4, g.c_wrs = 8;
+  }
+  return g;
+}
+
+std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m) {
+  const ChainGeometry g = ChainGeometry::For(kind, 4);
+  if (kind == ChainKind::kLoad) {
+    return {
+        m + 1,              // C0 WAIT rcq: request m landed
+        (m + 1) * g.l_wrs,  // C1 ENABLE L0
+        m + 1,              // C2 WAIT lcq: L0 landed
+        (m + 1) * g.r_wrs,  // C3 ENABLE R0..R3
+        m + 1,              // R1 WAIT rscq: R0 acknowledged
+        (m + 2) * g.c_wrs,  // R2 ENABLE C's next instance
+    };
+  }
+  const uint64_t lc = kStoreLCompletions * m;
+  return {
+      m + 1,              // C0 WAIT rcq
+      m * g.l_wrs + 3,    // C1 ENABLE U1..U3
+      lc + 2,             // C2 WAIT lcq: U2 landed
+      m * g.l_wrs + 4,    // C3 ENABLE U4
+      lc + 4,             // C4 WAIT lcq: U4 landed
+      (m + 1) * g.l_wrs,  // C5 ENABLE U5..L7
+      (m + 1) * g.r_wrs,  // L7 ENABLE R0..R3
+      m + 1,              // R1 WAIT rscq
+      (m + 2) * g.c_wrs,  // R2 ENABLE C's next instance
+  };
+}
+
+uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n) {
+  return static_cast<uint32_t>(std::max<uint64_t>(n + g.slots + 1 - kRearmLag, g.slots));
+}
+
+uint32_t HeaderBytes(ChainKind kind) {
+  const uint32_t rearm = static_cast<uint32_t>(RearmTargets(kind).size()) * 8;
+  return (kind == ChainKind::kLoad ? 8 + 8 + 4 + 4 : 8 + 4) + rearm + 4;
+}
+
+std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t tt_addr,
+                                  uint64_t dst_addr, uint32_t dst_rkey) {
+  std::vector<uint8_t> out;
+  PutBe64(&out, tt_addr);
+  if (g.kind == ChainKind::kLoad) {
+    PutBe64(&out, dst_addr);
+    PutBe32(&out, dst_rkey);
+  }
+  PutBe32(&out, static_cast<uint32_t>(n));
+  // n - kRearmLag + slots, without underflow (slots >= 4 > kRearmLag).
+  for (uint64_t v : RearmValues(g.kind, n + g.slots - kRearmLag)) PutBe64(&out, v);
+  PutBe32(&out, DoorbellValue(g, n));
+  return out;
+}
+
+// ---- MN state ------------------------------------------------------------------
+
+Task<std::unique_ptr<OdrpMn>> OdrpMn::Create(fabric::Cluster* cluster, fabric::Node* mn,
+                                             MnConfig cfg) {
+  fabric::RequireCaps(*mn, {"cross_channel", "masked_atomics"}, "odrp");
+  std::unique_ptr<OdrpMn> m(new OdrpMn());
+  m->cluster_ = cluster;
+  m->mn_ = mn;
+  m->layout_ = MnLayout::ForPages(cfg.pages);
+  const MnLayout& lay = m->layout_;
+  fabric::Memory& mem = mn->memory();
+  m->pd_ = mn->AllocPd();
+  m->pool_ = mem.Alloc(lay.pages * kPageBytes, kPageBytes);
+  m->meta_ = mem.Alloc(lay.meta_bytes(), lay.meta_align());
+  if (m->pool_ == 0) throw std::logic_error("odrp: the page pool sits at address 0");
+  mem.Fill(m->meta_, 0, lay.meta_bytes());
+  // Every page in the queue, in order: element i = page i (BE).
+  for (uint64_t i = 0; i < lay.pages; ++i) {
+    uint8_t be[8];
+    fabric::StoreBe64(be, m->page_addr(i));
+    mem.Write(m->element_addr(i), be, 8);
+  }
+  mem.StoreU64(m->head_addr(), m->ring_addr());
+  mem.StoreU64(m->tail_addr(), lay.Advance(m->ring_addr(), lay.pages));
+  m->pool_mr_ = co_await mn->RegMr(m->pd_, m->pool_, lay.pages * kPageBytes, kRwAccess);
+  m->meta_mr_ = co_await mn->RegMr(m->pd_, m->meta_, lay.meta_bytes(), kMetaAccess);
+  m->boot_cq_ = mn->CreateCq(4, /*ignore_overrun=*/true);
+  fabric::QpInitAttr a;
+  a.pd = m->pd_;
+  a.send_cq = m->boot_cq_;
+  a.recv_cq = m->boot_cq_;
+  a.max_send_wr = 16;
+  a.max_recv_wr = 1;
+  a.cross_channel = true;
+  m->boot_ = mn->CreateQp(a);
+  cluster->Connect(m->boot_, m->boot_);
+  co_return m;
+}
+
+Task<const CnTable*> OdrpMn::AddCn(uint64_t swap_pages) {
+  if (swap_pages == 0) throw std::invalid_argument("odrp: a CN needs at least one swap page");
+  auto t = std::make_unique<CnTable>();
+  t->cn = static_cast<uint32_t>(cns_.size());
+  t->entries = swap_pages;
+  t->tt_base = mn_->memory().Alloc(swap_pages * kTtEntryBytes, 64);
+  mn_->memory().Fill(t->tt_base, 0, swap_pages * kTtEntryBytes);  // all unmapped
+  t->mr = co_await mn_->RegMr(pd_, t->tt_base, swap_pages * kTtEntryBytes, kRwAccess);
+  cns_.push_back(std::move(t));
+  co_return cns_.back().get();
+}
+
+uint64_t OdrpMn::LoadElement(uint64_t slot) const {
+  uint8_t be[8];
+  mn_->memory().Read(element_addr(slot), be, 8);
+  return fabric::LoadBe64(be);
+}
+
+uint64_t OdrpMn::LoadTtEntry(uint32_t cn, uint64_t swap_addr) const {
+  uint8_t be[8];
+  mn_->memory().Read(TtEntryAddr(cns_.at(cn)->tt_base, swap_addr), be, 8);
+  return fabric::LoadBe64(be);
+}
+
+// ---- Chain (MN) -------------------------------------------------------------------
+
+Task<std::unique_ptr<Chain>> Chain::Create(OdrpMn* mn, const CnTable* cn, ChainKind kind,
+                                           uint32_t slots) {
+  std::unique_ptr<Chain> c(new Chain());
+  c->mn_ = mn;
+  c->cn_ = cn;
+  c->geo_ = ChainGeometry::For(kind, slots);
+  fabric::Node* n = mn->node();
+  const ChainGeometry& g = c->geo_;
+  c->rcq_ = n->CreateCq(16, true);
+  c->rscq_ = n->CreateCq(16, true);
+  c->lcq_ = n->CreateCq(16, true);
+  c->ccq_ = n->CreateCq(16, true);
+  // Load: 3 argument SGEs; store: 2 and the page. Then re-arm and doorbell.
+  const uint32_t recv_sges = static_cast<uint32_t>(3 + RearmTargets(kind).size() + 1);
+  fabric::QpInitAttr r;
+  r.pd = mn->pd();
+  r.send_cq = c->rscq_;
+  r.recv_cq = c->rcq_;
+  r.max_send_wr = g.slots * g.r_wrs;
+  r.max_recv_wr = g.slots;
+  r.max_send_sge = 1;
+  r.max_recv_sge = recv_sges;
+  r.access = 0;  // SEND only: no READ/WRITE/atomic from the CN through R
+  r.cross_channel = true;
+  r.manage_send = true;
+  c->r_ = n->CreateQp(r);
+  fabric::QpInitAttr l;
+  l.pd = mn->pd();
+  l.send_cq = c->lcq_;
+  l.recv_cq = c->lcq_;
+  l.max_send_wr = g.slots * g.l_wrs;
+  l.max_recv_wr = 1;
+  l.max_send_sge = kind == ChainKind::kLoad ? 1 : 8;  // EndianSwap: 8 one-byte SGEs
+  l.cross_channel = true;
+  l.manage_send = true;
+  c->l_ = n->CreateQp(l);
+  fabric::QpInitAttr cc;
+  cc.pd = mn->pd();
+  cc.send_cq = c->ccq_;
+  cc.recv_cq = c->ccq_;
+  cc.max_send_wr = g.slots * g.c_wrs;
+  cc.max_recv_wr = 1;
+  cc.cross_channel = true;
+  cc.manage_send = true;
+  c->c_ = n->CreateQp(cc);
+  for (fabric::Qp* q : {c->r_, c->l_, c->c_}) {
+    const uint32_t k = q == c->r_ ? g.r_wrs : q == c->l_ ? g.l_wrs : g.c_wrs;
+    if (q->send_ring_size() != g.slots * k) {
+      throw std::logic_error("odrp chain: SQ ring of qp " + std::to_string(q->qp_num()) +
+                             " holds " + std::to_string(q->send_ring_size()) + " WQEs, need " +
+                             std::to_string(g.slots * k));
+    }
+  }
+  if (c->r_->recv_ring_size() != g.slots) {
+    throw std::logic_error("odrp chain: RQ ring size != slots");
+  }
+  mn->cluster()->Connect(c->l_, c->l_);
+  mn->cluster()->Connect(c->c_, c->c_);
+  if (kind == ChainKind::kUnmappedStore) {
+    fabric::Memory& mem = n->memory();
+    c->scratch_ = mem.Alloc(8ull * g.slots, 64);
+    mem.Fill(c->scratch_, 0, 8ull * g.slots);
+    c->staging_ = mem.Alloc(kPageBytes * g.slots, kPageBytes);
+    c->scratch_mr_ = co_await n->RegMr(mn->pd(), c->scratch_, 8ull * g.slots,
+                                       fabric::kLocalWrite | fabric::kRemoteRead);
+    c->staging_mr_ = co_await n->RegMr(mn->pd(), c->staging_, kPageBytes * g.slots,
+                                       fabric::kLocalWrite | fabric::kRemoteRead);
+  }
+  co_return c;
+}
+
+void Chain::BuildLoad(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
+                      std::vector<SendWr>* c, RecvWr* rr) const {
+  const uint64_t l0 = uint64_t{s} * geo_.l_wrs, r0 = uint64_t{s} * geo_.r_wrs;
+  // L0: READ the TT entry into R0's local address.
+  SendWr rd;
+  rd.wr_id = uint64_t{s} << 8 | 0x10;
+  rd.opcode = Opcode::kRead;
+  rd.remote_addr = 0;  // <- RECV: tt_addr
+  rd.rkey = cn_->mr->rkey();
+  rd.sg_list = {{Wqe(kR, r0) + WqeLayout::SegAddr(0), 8, r_->wq_lkey()}};
+  l->push_back(rd);
+  // R0: the page to the CN, with the notification.
+  SendWr w;
+  w.wr_id = uint64_t{s} << 8 | 0x20;
+  w.opcode = Opcode::kWriteWithImm;
+  w.sg_list = {{0 /* <- L0 */, static_cast<uint32_t>(kPageBytes), mn_->pool_mr()->lkey()}};
+  w.remote_addr = 0;  // <- RECV
+  w.rkey = 0;         // <- RECV
+  w.imm_data = 0;     // <- RECV (seq)
+  r->push_back(w);
+  r->push_back(Wait(rscq_));  // R1
+  r->push_back(Enable(c_));   // R2
+  r->push_back(Nop());        // R3
+  c->push_back(Wait(rcq_));   // C0
+  c->push_back(Enable(l_));   // C1
+  c->push_back(Wait(lcq_));   // C2
+  c->push_back(Enable(r_));   // C3
+  rr->sg_list = {{Wqe(kL, l0) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()},
+                 {Wqe(kR, r0) + WqeLayout::kRemoteAddr, 12, r_->wq_lkey()},
+                 {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
+}
+
+void Chain::BuildStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
+                       std::vector<SendWr>* c, RecvWr* rr) const {
+  const uint64_t l0 = uint64_t{s} * geo_.l_wrs, r0 = uint64_t{s} * geo_.r_wrs;
+  const uint64_t faa = scratch_ + 8ull * s;
+  const uint32_t meta_key = mn_->meta_mr()->rkey();
+  const uint32_t lwq = l_->wq_lkey();
+  const uint64_t tag = uint64_t{s} << 8;
+  // U1: claim an element.
+  SendWr f;
+  f.wr_id = tag | 1;
+  f.opcode = Opcode::kMaskedFetchAndAdd;
+  f.remote_addr = mn_->head_addr();
+  f.rkey = meta_key;
+  f.compare_add = kElementBytes;
+  f.swap = mn_->layout().BoundaryMask();
+  f.sg_list = {{faa, 8, scratch_mr_->lkey()}};
+  l->push_back(f);
+  // U2, U3: EndianSwap the element address into U4 and U6.
+  SendWr u2 = SwapRead(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 3) + WqeLayout::kRemoteAddr, lwq);
+  u2.wr_id = tag | 2;
+  u2.flags = fabric::kSignaled | fabric::kFence;
+  l->push_back(u2);
+  SendWr u3 = SwapRead(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 5) + WqeLayout::kRemoteAddr, lwq);
+  u3.wr_id = tag | 3;
+  l->push_back(u3);
+  // U4: the free page's address -> U7's local address.
+  SendWr u4;
+  u4.wr_id = tag | 4;
+  u4.opcode = Opcode::kRead;
+  u4.remote_addr = 0;  // <- U2
+  u4.rkey = meta_key;
+  u4.sg_list = {{Wqe(kL, l0 + 6) + WqeLayout::SegAddr(0), 8, lwq}};
+  l->push_back(u4);
+  // U5: map it: U7's local address field -> the TT entry.
+  SendWr u5;
+  u5.wr_id = tag | 5;
+  u5.opcode = Opcode::kWrite;
+  u5.sg_list = {{Wqe(kL, l0 + 6) + WqeLayout::SegAddr(0), 8, lwq}};
+  u5.remote_addr = 0;  // <- RECV: tt_addr
+  u5.rkey = cn_->mr->rkey();
+  l->push_back(u5);
+  // U6: zero the element.
+  SendWr u6;
+  u6.wr_id = tag | 6;
+  u6.opcode = Opcode::kWrite;
+  u6.sg_list = {{mn_->zero_addr(), 8, mn_->meta_mr()->lkey()}};
+  u6.remote_addr = 0;  // <- U3
+  u6.rkey = meta_key;
+  l->push_back(u6);
+  // U7: store the page (staging -> page).
+  SendWr u7;
+  u7.wr_id = tag | 7;
+  u7.opcode = Opcode::kRead;
+  u7.sg_list = {{0 /* <- U4 */, static_cast<uint32_t>(kPageBytes), mn_->pool_mr()->lkey()}};
+  u7.remote_addr = staging_addr(s);
+  u7.rkey = staging_mr_->rkey();
+  l->push_back(u7);
+  // L7: release the notification once U4..U7 completed.
+  SendWr en = Enable(r_);
+  en.flags = fabric::kFence;
+  l->push_back(en);
+  // R0: the notification.
+  SendWr n;
+  n.wr_id = tag | 0x20;
+  n.opcode = Opcode::kWriteWithImm;
+  n.imm_data = 0;  // <- RECV (seq)
+  r->push_back(n);
+  r->push_back(Wait(rscq_));  // R1
+  r->push_back(Enable(c_));   // R2
+  r->push_back(Nop());        // R3
+  c->push_back(Wait(rcq_));   // C0
+  c->push_back(Enable(l_));   // C1
+  c->push_back(Wait(lcq_));   // C2
+  c->push_back(Enable(l_));   // C3
+  c->push_back(Wait(lcq_));   // C4
+  c->push_back(Enable(l_));   // C5
+  c->push_back(Nop());        // C6
+  c->push_back(Nop());        // C7
+  rr->sg_list = {{Wqe(kL, l0 + 4) + WqeLayout::kRemoteAddr, 8, lwq},
+                 {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
+}
+
+Task<void> Chain::Arm() {
+  if (armed_) throw std::logic_error("odrp chain: armed twice");
+  if (r_->state() != QpState::kRts) {
+    throw fabric::VerbsError(EINVAL, "odrp chain: connect cn_qp() to the CN before Arm");
+  }
+  const std::vector<Target> targets = RearmTargets(geo_.kind);
+  uint64_t posted = 0;
+  for (uint32_t s = 0; s < geo_.slots; ++s) {
+    std::vector<SendWr> wr[3];
+    RecvWr rr;
+    rr.wr_id = s;
+    if (geo_.kind == ChainKind::kLoad) {
+      BuildLoad(s, &wr[kL], &wr[kR], &wr[kC], &rr);
+    } else {
+      BuildStore(s, &wr[kL], &wr[kR], &wr[kC], &rr);
+    }
+    // Lap-0 values of this instance, from the same function the CN uses.
+    const std::vector<uint64_t> v = RearmValues(geo_.kind, s);
+    for (size_t i = 0; i < targets.size(); ++i) {
+      SendWr& w = wr[targets[i].role].at(targets[i].wqe);
+      if (w.opcode == Opcode::kWait) {
+        w.wait_count = v[i];
+      } else if (w.opcode == Opcode::kSendEnable) {
+        w.enable_index = v[i];
+      } else {
+        throw std::logic_error("odrp chain: re-arm target is neither WAIT nor ENABLE");
+      }
+    }
+    // The RECV of slot s: arguments for instance s, then the re-arm values
+    // for instance s - 2, the doorbell record, and (stores) the page.
+    const uint32_t p = (s + geo_.slots - kRearmLag) % geo_.slots;
+    for (const Target& t : targets) {
+      const Role role = static_cast<Role>(t.role);
+      rr.sg_list.push_back({Wqe(role, uint64_t{p} * wrs(role) + t.wqe) + WqeLayout::kOperand0, 8,
+                            qp(role)->wq_lkey()});
+    }
+    rr.sg_list.push_back({r_->recv_doorbell_addr(), 4, r_->wq_lkey()});
+    if (geo_.kind == ChainKind::kUnmappedStore) {
+      rr.sg_list.push_back(
+          {staging_addr(s), static_cast<uint32_t>(kPageBytes), staging_mr_->lkey()});
+    }
+    for (Role role : {kL, kR, kC}) {
+      if (wr[role].size() != wrs(role)) throw std::logic_error("odrp chain: instance size");
+      for (const SendWr& w : wr[role]) Post(qp(role), w, ChainKindName(geo_.kind));
+      posted += wr[role].size();
+    }
+    if (const int rc = r_->PostRecv(rr); rc != 0) {
+      throw fabric::VerbsError(
+          rc, "odrp chain: posting the RECV of slot " + std::to_string(s) + " failed");
+    }
+    ++posted;
+  }
+  // Start C's instance 0; from then on R2 of each instance enables the next.
+  SendWr boot = Enable(c_);
+  boot.enable_index = geo_.c_wrs;
+  Post(mn_->boot_qp(), boot, "boot ENABLE");
+  ++posted;
+  armed_ = true;
+  co_await mn_->node()->cpu().Work(mn_->node()->Cost("verbs.post_send"), posted);
+}
+
+bool Chain::Faulted() const {
+  return r_->QueryState() == QpState::kErr || l_->QueryState() == QpState::kErr ||
+         c_->QueryState() == QpState::kErr;
+}
+
+// ---- CN side -----------------------------------------------------------------------
+
+ChainClient::ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, ChainGeometry geo,
+                         fabric::Mr* hdr_mr, uint64_t hdr_addr)
+    : cn_(cn), rt_(rt), geo_(geo), hdr_mr_(hdr_mr), hdr_(hdr_addr) {
+  if (hdr_addr < hdr_mr->addr() ||
+      hdr_addr + HeaderBytes(geo.kind) > hdr_mr->addr() + hdr_mr->length()) {
+    throw std::invalid_argument("odrp ChainClient: header buffer outside its MR");
+  }
+  send_cq_ = cn->CreateCq(16, /*ignore_overrun=*/true);  // unsignaled SENDs: errors only
+  recv_cq_ = cn->CreateCq(16);
+  fabric::QpInitAttr a;
+  a.pd = pd;
+  a.send_cq = send_cq_;
+  a.recv_cq = recv_cq_;
+  a.max_send_wr = 8;
+  a.max_recv_wr = 8;
+  a.max_send_sge = 2;               // header + page
+  a.access = fabric::kRemoteWrite;  // the reply
+  qp_ = cn->CreateQp(a);
+}
+
+Task<void> ChainClient::Timer(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<Pending> p,
+                              Ps timeout) {
+  co_await rt->SleepFor(timeout);
+  if (p->done) co_return;
+  p->timed_out = true;
+  if (qp->state() != QpState::kErr) qp->Modify(QpState::kErr);  // flushes the RECV
+}
+
+Task<Status> ChainClient::Invoke(std::vector<Sge> payload, uint32_t expect_bytes, Ps timeout) {
+  const std::string what = std::string("odrp ") + ChainKindName(geo_.kind);
+  if (qp_->state() == QpState::kErr) {
+    co_return Status(Code::kLaneBroken, what + ": the chain QP is in ERR");
+  }
+  const uint64_t n = next_++;
+  RecvWr rr;
+  rr.wr_id = n;  // no SGEs: the WRITE_WITH_IMM places its data by address
+  SendWr s;
+  s.wr_id = n;
+  s.opcode = Opcode::kSend;
+  s.flags = 0;
+  s.sg_list = std::move(payload);
+  if (qp_->PostRecv(rr) != 0 || qp_->PostSend(s) != 0) {
+    co_return Status(Code::kLaneBroken, what + ": cannot post on the chain QP");
+  }
+  auto pending = std::make_shared<Pending>();
+  rt_->Spawn(Timer(rt_, qp_, pending, timeout));
+  busy_ = true;
+  const fabric::WorkCompletion wc = co_await recv_cq_->Next();
+  busy_ = false;
+  pending->done = true;
+  if (wc.status != fabric::WcStatus::kSuccess) {
+    co_return Status(
+        Code::kLaneBroken,
+        pending->timed_out
+            ? what + " request " + std::to_string(n) + ": no reply within " +
+                  std::to_string(PsToUs(timeout)) +
+                  " us (the MN's chain faulted: unmapped TT entry, empty free page queue or a "
+                  "bad argument); the chain QP is now in ERR"
+            : what + ": the chain QP failed (" + std::string(fabric::WcStatusName(wc.status)) +
+                  ")");
+  }
+  if (!wc.with_imm || wc.imm_data != static_cast<uint32_t>(n) || wc.byte_len != expect_bytes) {
+    co_return Status(Code::kLaneBroken, what + ": reply imm " + std::to_string(wc.imm_data) +
+                                            " / " + std::to_string(wc.byte_len) +
+                                            " B, expected request " + std::to_string(n) + " / " +
+                                            std::to_string(expect_bytes) + " B");
+  }
+  co_return Status::Ok();
+}
+
+Status ChainClient::BusyStatus() const {
+  return Status(Code::kInvalidArgument, std::string("odrp ") + ChainKindName(geo_.kind) +
+                                            ": one request at a time per chain (the re-arm lag "
+                                            "relies on it)");
+}
+
+Task<Status> ChainClient::Load(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst_rkey, Ps timeout) {
+  if (geo_.kind != ChainKind::kLoad) {
+    co_return Status(Code::kUnsupported, "odrp: Load on a non-load chain");
+  }
+  if (busy_) co_return BusyStatus();
+  const std::vector<uint8_t> h = EncodeHeader(geo_, next_, tt_addr, dst_addr, dst_rkey);
+  cn_->memory().Write(hdr_, h.data(), h.size());
+  std::vector<Sge> payload;  // (gcc: no braced lists in a co_await's arguments)
+  payload.push_back({hdr_, static_cast<uint32_t>(h.size()), hdr_mr_->lkey()});
+  co_return co_await Invoke(std::move(payload), static_cast<uint32_t>(kPageBytes), timeout);
+}
+
+Task<Status> ChainClient::UnmappedStore(uint64_t tt_addr, uint64_t src_addr, uint32_t src_lkey,
+                                        Ps timeout) {
+  if (geo_.kind != ChainKind::kUnmappedStore) {
+    co_return Status(Code::kUnsupported, "odrp: UnmappedStore on a non-store chain");
+  }
+  if (busy_) co_return BusyStatus();
+  const std::vector<uint8_t> h = EncodeHeader(geo_, next_, tt_addr);
+  cn_->memory().Write(hdr_, h.data(), h.size());
+  std::vector<Sge> payload;
+  payload.push_back({hdr_, static_cast<uint32_t>(h.size()), hdr_mr_->lkey()});
+  payload.push_back({src_addr, static_cast<uint32_t>(kPageBytes), src_lkey});
+  co_return co_await Invoke(std::move(payload), 0, timeout);
+}
+
+// ---- SwapClient --------------------------------------------------------------------
+
+SwapClient::SwapClient(ChainClient* load, ChainClient* unmapped_store, uint64_t tt_base,
+                       uint64_t swap_pages)
+    : load_(load), ustore_(unmapped_store), tt_base_(tt_base), mapped_(swap_pages, false) {}
+
+bool SwapClient::mapped(uint64_t swap_addr) const {
+  const uint64_t i = swap_addr / kPageBytes;
+  return i < mapped_.size() && mapped_[i];
+}
+
+Status SwapClient::CheckAddr(uint64_t swap_addr) const {
+  if (swap_addr % kPageBytes != 0 || swap_addr / kPageBytes >= mapped_.size()) {
+    return Status(Code::kInvalidArgument, "odrp: swap address " + std::to_string(swap_addr) +
+                                              " is not a page of this CN's swap space (" +
+                                              std::to_string(mapped_.size()) + " pages)");
+  }
+  return Status::Ok();
+}
+
+Task<Status> SwapClient::Store(uint64_t swap_addr, uint64_t src_addr, uint32_t src_lkey,
+                               Ps timeout) {
+  if (Status st = CheckAddr(swap_addr); !st.ok()) co_return st;
+  if (mapped(swap_addr)) {
+    co_return Status(Code::kUnsupported,
+                     "odrp: the Mapped Store chain is not written yet (swap page " +
+                         std::to_string(swap_addr / kPageBytes) + " is mapped)");
+  }
+  Status st = co_await ustore_->UnmappedStore(TtEntryAddr(tt_base_, swap_addr), src_addr, src_lkey,
+                                              timeout);
+  if (st.ok()) mapped_[swap_addr / kPageBytes] = true;
+  co_return st;
+}
+
+Task<Status> SwapClient::Load(uint64_t swap_addr, uint64_t dst_addr, uint32_t dst_rkey,
+                              Ps timeout) {
+  if (Status st = CheckAddr(swap_addr); !st.ok()) co_return st;
+  if (!mapped(swap_addr)) {
+    co_return Status(
+        Code::kInvalidArgument,
+        "odrp: swap page " + std::to_string(swap_addr / kPageBytes) + " was never stored");
+  }
+  co_return co_await load_->Load(TtEntryAddr(tt_base_, swap_addr), dst_addr, dst_rkey, timeout);
+}
+
+}  // namespace dmb::systems::odrp

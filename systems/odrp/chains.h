@@ -1,0 +1,338 @@
+// ODRP's MN-side WR chains ([ODRP] §2.4, §4.2-4.4, Figure 6) on the MN's
+// RNIC, and the CN side that invokes them. After OdrpMn::Create / AddCn and
+// Chain::Arm (MN CPU, setup only), a request runs entirely on the RNIC: no MN
+// CPU on the data path, and the chain instances are re-armed by the CN's own
+// request arguments (client-assisted recycling, [ODRP] §4.4), so a chain
+// serves any number of requests with `slots` pre-posted instances.
+//
+// Written: Load and Unmapped Store. Not written yet: Mapped Store,
+// Invalidate (see the end of this comment).
+//
+// ---- QPs per chain (all on the MN, in the MN's one PD) ----------------------
+//   R  CN-facing (connected to the CN's chain QP). RQ: one RECV per slot takes
+//      the CN's SEND and scatters its arguments into later WQEs. SQ (managed):
+//      the reply to the CN and the tail that re-arms C. qp_access_flags = 0:
+//      the CN can only SEND to it (no READ/WRITE/atomic through R).
+//   L  worker, looped back to itself (managed SQ): READ/WRITE/FAA on MN
+//      memory. Unreachable from any CN.
+//   C  control, looped back (managed SQ): WAITs on completion counts and
+//      SEND_ENABLEs the next step of L or R, so every WQE a previous WR
+//      rewrote is fetched only after the rewrite landed ([ODRP] footnote 1:
+//      "we need an ENABLE WR before the modified WR"). The sim would also
+//      honour FENCE for that, a real RNIC prefetches WQEs.
+// CQs (all count-only, ignore_overrun): rcq (R's RECVs), rscq (R's sends),
+// lcq (L), ccq (C: unsignaled, errors only).
+// All three SQs are managed: they run only up to the index the last
+// SEND_ENABLE set, which may lie beyond what the MN CPU posted; the RNIC then
+// re-reads the ring slot index % ring_size. That is how an executed instance
+// runs again (the WQEs are not erased, [ODRP] §4.4).
+//
+// ---- Instance geometry ------------------------------------------------------
+// Instance s (s = 0..slots-1) occupies WQEs [s*k, (s+1)*k) of each SQ (k = l_wrs,
+// r_wrs, c_wrs per kind, powers of two padded with NOPs so that slots*k is
+// the ring size exactly and request n always lands on instance n % slots).
+// Request n (n = 0, 1, ...) is served by instance n % slots; in absolute WQE
+// indices its WQEs are [n*k, (n+1)*k), which is what every WAIT count and
+// ENABLE index below is written in.
+//
+// ---- Load(tt_addr, dst, rkey, seq) -> page ([ODRP] §4.3 "Page load") ---------
+//   RECV   (R)  args -> L0.remote_addr (tt_addr), R0.remote_addr+rkey (the
+//               CN's buffer), R0.imm (seq); re-arm values -> instance n-2
+//   C0  WAIT rcq >= n+1                      (the request has landed)
+//   C1  SEND_ENABLE L -> (n+1)*1
+//   L0  READ 8 B of the TT entry (rkey tt[c]) -> R0.sge[0].addr
+//                                            (the page address, BE)
+//   C2  WAIT lcq >= n+1                      (L0's data has landed)
+//   C3  SEND_ENABLE R -> (n+1)*4
+//   R0  WRITE_WITH_IMM 4 KB from the page (lkey pool) to the CN's buffer,
+//       imm = seq: the data and the notification in one WR. An unmapped
+//       entry (0) gives a null local address: LOC_PROT_ERR, R goes to ERR,
+//       the CN gets nothing ([ODRP] §4.5.2 (3)).
+//   R1  WAIT rscq >= n+1                     (R0 acknowledged by the CN)
+//   R2  SEND_ENABLE C -> (n+2)*4             (C's next instance)
+//   R3  NOP (padding)
+//
+// ---- UnmappedStore(tt_addr, page, seq) ([ODRP] §4.3 "Unmapped page store") ---
+//   RECV   (R)  args -> L4.remote_addr (tt_addr), R0.imm (seq); re-arm values
+//               -> instance n-2; the 4 KB page -> staging[s]
+//   C0  WAIT rcq >= n+1
+//   C1  SEND_ENABLE L -> 8n+3
+//   L0  U1 masked FAA head += 8 (boundary BoundaryMask) -> faa[s] (LE: the
+//          claimed element's address)
+//   L1  U2 EndianSwap: READ faa[s], 8 reversed 1-byte SGEs -> L3.remote_addr
+//          (FENCE: after U1's result landed; it reads data, not a WQE)
+//   L2  U3 EndianSwap: READ faa[s] the same way -> L5.remote_addr
+//   C2  WAIT lcq >= 7n+2                     (U2 landed in L3)
+//   C3  SEND_ENABLE L -> 8n+4
+//   L3  U4 READ the element (the free page's address, BE) -> L6.sge[0].addr
+//   C4  WAIT lcq >= 7n+4                     (U4 landed in L6; U3 in L5)
+//   C5  SEND_ENABLE L -> 8(n+1)
+//   L4  U5 WRITE L6.sge[0].addr (8 B, read out of L's own WQE) -> the TT
+//          entry (rkey tt[c]): map the page
+//   L5  U6 WRITE 8 zero bytes -> the element (empty-queue detection)
+//   L6  U7 READ staging[s] (4 KB) into the page (lkey pool): store. A
+//          null page address (empty queue) fails the local check: L goes to
+//          ERR and everything after it, L7 included, is flushed.
+//   L7  SEND_ENABLE R -> 4(n+1) (FENCE: after U4 and U7 completed)
+//   R0  WRITE_WITH_IMM of 0 bytes, imm = seq: the notification
+//   R1  WAIT rscq >= n+1
+//   R2  SEND_ENABLE C -> 8(n+2)
+//   R3  NOP
+//   C6, C7 NOP (padding)
+//   The page lands with a loopback READ (staging -> page) rather than a
+//   WRITE so that the FENCE on L7 orders the notification after it; that
+//   saves the WAIT a WRITE would need and keeps L at 8 WQEs. U5 and U6 are
+//   WRITEs the FENCE does not cover; on the loopback QP their responder
+//   faults (moving L to ERR) when they arrive, long before U7 completes.
+//
+// ---- Notification ------------------------------------------------------------
+// WRITE_WITH_IMM (not the paper's flag WRITE): the CN awaits a CQE instead of
+// polling a flag in a loop that would have to sleep in virtual time; the imm
+// carries the request's sequence number (checked by the CN), and for Load the
+// data and the notification are one WR. The CN pre-posts one RECV (no SGEs)
+// per request.
+//
+// ---- Recycling without the MN CPU ([ODRP] §4.4) --------------------------------
+// Every value in an instance that depends on the request number is a WAIT
+// count or an ENABLE index (absolute), plus the RQ doorbell record. The CN
+// computes them (RearmValues) for request m = n - 2 + slots and sends them in
+// request n; R's RECV scatters them into instance (n-2) % slots, which by
+// then has fully started (the CN sends request n only after request n-1's
+// notification, which needs C's instance n-1, which R2 of instance n-2
+// enabled; so the re-arm lag is 2, and slots >= 4, a power of two). The same
+// RECV writes the doorbell record = max(n + slots - 1, slots): the RNIC reads
+// the doorbell when a SEND arrives, so the consumed RECVs count as posted
+// again (the RECV WQEs themselves never change).
+// C's next instance is enabled by R's tail (R2), after R0 was acknowledged, so
+// a chain stops cleanly when it faults: an L fault flushes L7 (R0 never runs),
+// an R fault (bad entry, CN gone) flushes R1/R2 (C never runs again), and no
+// instance runs on stale arguments. (WAITs count flush completions too, so
+// gating C's next instance on counts alone would not stop it.)
+//
+// ---- Faults ----------------------------------------------------------------------
+// A faulted chain (a QP in ERR) serves nothing until the MN CPU rebuilds it
+// (not written). Empty queue: the failed dequeue has advanced the head past
+// the (zero) element; [ODRP] §4.3 also leaves that to the MN CPU.
+//
+// ---- Not written yet ---------------------------------------------------------------
+// Mapped Store (Load with the direction reversed: READ the TT entry into a
+// loopback READ's local address, staging -> page, notify), Invalidate (READ
+// TT entry; masked FAA tail += 8; EndianSwap; WRITE the page address into the
+// old tail element; WRITE 0 to the TT entry; the conditional check of
+// [ODRP] §4.5.2 against unmapped entries), misaligned tt_addr handling, MN
+// CPU recovery, per-CN budgets.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "fabric/node.h"
+#include "systems/odrp/layout.h"
+#include "systems/status.h"
+
+namespace dmb::systems::odrp {
+
+struct MnConfig {
+  uint64_t pages = 64;  // the page pool (all of it starts in the free page queue)
+};
+
+// One CN's translation table on the MN.
+struct CnTable {
+  uint32_t cn = 0;
+  uint64_t tt_base = 0;  // shared with the CN ([ODRP] §3 "client-assisted")
+  uint64_t entries = 0;  // swap pages of that CN
+  fabric::Mr* mr = nullptr;
+};
+
+// The MN's ODRP state, set up once by the MN CPU: page pool, free page queue
+// (every page enqueued, head at element 0), translation tables. After that
+// only WR chains change it; the Load* accessors are MN CPU reads for tests and
+// for a future control path (recovery).
+class OdrpMn {
+ public:
+  static Task<std::unique_ptr<OdrpMn>> Create(fabric::Cluster* cluster, fabric::Node* mn,
+                                              MnConfig cfg);
+  // Allocates and registers a zeroed TT for a new CN (its own MR).
+  Task<const CnTable*> AddCn(uint64_t swap_pages);
+
+  fabric::Cluster* cluster() const { return cluster_; }
+  fabric::Node* node() const { return mn_; }
+  fabric::Pd* pd() const { return pd_; }
+  const MnLayout& layout() const { return layout_; }
+  fabric::Mr* pool_mr() const { return pool_mr_; }
+  fabric::Mr* meta_mr() const { return meta_mr_; }
+  fabric::Qp* boot_qp() const { return boot_; }
+  const CnTable* cn(uint32_t i) const { return cns_.at(i).get(); }
+
+  uint64_t page_addr(uint64_t i) const { return pool_ + i * kPageBytes; }
+  uint64_t ring_addr() const { return meta_; }
+  uint64_t element_addr(uint64_t slot) const { return meta_ + layout_.element_off(slot); }
+  uint64_t head_addr() const { return meta_ + layout_.head_off(); }
+  uint64_t tail_addr() const { return meta_ + layout_.tail_off(); }
+  uint64_t zero_addr() const { return meta_ + layout_.zero_off(); }
+
+  // MN CPU reads.
+  uint64_t LoadHead() const { return mn_->memory().LoadU64(head_addr()); }
+  uint64_t LoadTail() const { return mn_->memory().LoadU64(tail_addr()); }
+  uint64_t LoadElement(uint64_t slot) const;                    // page address, 0 = empty
+  uint64_t LoadTtEntry(uint32_t cn, uint64_t swap_addr) const;  // page address, 0 = unmapped
+
+ private:
+  OdrpMn() = default;
+
+  fabric::Cluster* cluster_ = nullptr;
+  fabric::Node* mn_ = nullptr;
+  MnLayout layout_;
+  fabric::Pd* pd_ = nullptr;
+  uint64_t pool_ = 0;
+  uint64_t meta_ = 0;
+  fabric::Mr* pool_mr_ = nullptr;
+  fabric::Mr* meta_mr_ = nullptr;
+  fabric::Cq* boot_cq_ = nullptr;
+  fabric::Qp* boot_ = nullptr;  // posts the one SEND_ENABLE that starts each chain's C
+  std::vector<std::unique_ptr<CnTable>> cns_;
+};
+
+enum class ChainKind : uint8_t { kLoad, kUnmappedStore };
+const char* ChainKindName(ChainKind k);
+
+// What both ends agree on (the MN tells the CN at connection time).
+struct ChainGeometry {
+  ChainKind kind = ChainKind::kLoad;
+  uint32_t slots = 4;  // pre-posted instances: a power of two, >= 4
+  uint32_t l_wrs = 0;  // WQEs per instance on L, R, C
+  uint32_t r_wrs = 0;
+  uint32_t c_wrs = 0;
+  static ChainGeometry For(ChainKind kind, uint32_t slots);
+};
+
+inline constexpr uint64_t kRearmLag = 2;  // request n re-arms instance n - 2
+
+// The WAIT counts / ENABLE indices of the instance serving request m, in the
+// order the request carries them (see RearmTargets in chains.cc).
+std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m);
+// The RQ doorbell record value request n writes.
+uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n);
+
+// Request header (the SEND payload before the page, all BIG-ENDIAN):
+//   Load:          tt_addr u64 | dst_addr u64 | dst_rkey u32 | seq u32 |
+//                  re-arm u64 x 6 | doorbell u32                       (76 B)
+//   UnmappedStore: tt_addr u64 | seq u32 | re-arm u64 x 9 | doorbell u32
+//                  then the 4 KB page                                   (88 B)
+// seq = low 32 bits of n (the reply's imm).
+uint32_t HeaderBytes(ChainKind kind);
+std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t tt_addr,
+                                  uint64_t dst_addr = 0, uint32_t dst_rkey = 0);
+
+// One chain of one CN on the MN.
+class Chain {
+ public:
+  // Creates R, L, C (L and C connected to themselves) and, for stores, the
+  // staging pages and FAA scratch (registered here). Connect cn_qp() to the
+  // CN's ChainClient::qp(), then Arm.
+  static Task<std::unique_ptr<Chain>> Create(OdrpMn* mn, const CnTable* cn, ChainKind kind,
+                                             uint32_t slots);
+  // Pre-posts every instance and every RECV, and starts C's first instance
+  // (the MN CPU posts them: verbs.post_send each). The only MN CPU work.
+  Task<void> Arm();
+
+  const ChainGeometry& geometry() const { return geo_; }
+  fabric::Qp* cn_qp() const { return r_; }
+  fabric::Qp* worker_qp() const { return l_; }
+  fabric::Qp* control_qp() const { return c_; }
+  uint64_t requests_taken() const { return r_->counters().recvs_consumed; }
+  // A chain QP is in ERR: the chain serves nothing until rebuilt.
+  bool Faulted() const;
+  uint64_t staging_addr(uint32_t slot) const { return staging_ + slot * kPageBytes; }
+
+ private:
+  Chain() = default;
+  enum Role : uint8_t { kL, kR, kC };
+  fabric::Qp* qp(Role r) const { return r == kL ? l_ : r == kR ? r_ : c_; }
+  uint32_t wrs(Role r) const { return r == kL ? geo_.l_wrs : r == kR ? geo_.r_wrs : geo_.c_wrs; }
+  uint64_t Wqe(Role r, uint64_t index) const { return qp(r)->SendWqeAddr(index); }
+  void BuildLoad(uint32_t s, std::vector<fabric::SendWr>* l, std::vector<fabric::SendWr>* r,
+                 std::vector<fabric::SendWr>* c, fabric::RecvWr* rr) const;
+  void BuildStore(uint32_t s, std::vector<fabric::SendWr>* l, std::vector<fabric::SendWr>* r,
+                  std::vector<fabric::SendWr>* c, fabric::RecvWr* rr) const;
+
+  OdrpMn* mn_ = nullptr;
+  const CnTable* cn_ = nullptr;
+  ChainGeometry geo_;
+  fabric::Cq* rcq_ = nullptr;
+  fabric::Cq* rscq_ = nullptr;
+  fabric::Cq* lcq_ = nullptr;
+  fabric::Cq* ccq_ = nullptr;
+  fabric::Qp* r_ = nullptr;
+  fabric::Qp* l_ = nullptr;
+  fabric::Qp* c_ = nullptr;
+  uint64_t scratch_ = 0;  // stores: faa[s] at scratch_ + 8 s
+  uint64_t staging_ = 0;  // stores: staging[s] at staging_ + 4096 s
+  fabric::Mr* scratch_mr_ = nullptr;
+  fabric::Mr* staging_mr_ = nullptr;
+  bool armed_ = false;
+};
+
+// The CN end of one chain. One request at a time (the re-arm lag relies on
+// it); requests are numbered 0, 1, ... by the client.
+class ChainClient {
+ public:
+  // `hdr_mr` covers [hdr_addr, +HeaderBytes) (local access is enough).
+  // Creates the CN's QP (not connected; access: remote write, for the reply).
+  ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, ChainGeometry geo,
+              fabric::Mr* hdr_mr, uint64_t hdr_addr);
+
+  fabric::Qp* qp() const { return qp_; }
+  const ChainGeometry& geometry() const { return geo_; }
+  uint64_t requests_sent() const { return next_; }
+
+  // Load chain: the page behind tt_addr lands in [dst_addr, +4 KB), which
+  // `dst_rkey` must allow the MN to write.
+  Task<Status> Load(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst_rkey, Ps timeout);
+  // Unmapped Store chain: allocates a page, maps it at tt_addr and stores
+  // [src_addr, +4 KB) (covered by src_lkey) in it.
+  Task<Status> UnmappedStore(uint64_t tt_addr, uint64_t src_addr, uint32_t src_lkey, Ps timeout);
+
+ private:
+  struct Pending {
+    bool done = false;
+    bool timed_out = false;
+  };
+  static Task<void> Timer(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<Pending> p,
+                          Ps timeout);
+  Status BusyStatus() const;
+  // Posts the RECV for the reply and the SEND, awaits the reply.
+  Task<Status> Invoke(std::vector<fabric::Sge> payload, uint32_t expect_bytes, Ps timeout);
+
+  fabric::Node* cn_;
+  fabric::Runtime* rt_;
+  ChainGeometry geo_;
+  fabric::Mr* hdr_mr_;
+  uint64_t hdr_;
+  fabric::Cq* send_cq_ = nullptr;
+  fabric::Cq* recv_cq_ = nullptr;
+  fabric::Qp* qp_ = nullptr;
+  uint64_t next_ = 0;
+  bool busy_ = false;  // a request is in flight
+};
+
+// The CN's frontswap-style backend ([ODRP] §4.4): computes tt_addr from the
+// swap address and keeps the bitmap of mapped swap pages that picks the store
+// chain. Mapped Store is not written: storing to a mapped page is kUnsupported.
+class SwapClient {
+ public:
+  SwapClient(ChainClient* load, ChainClient* unmapped_store, uint64_t tt_base, uint64_t swap_pages);
+  bool mapped(uint64_t swap_addr) const;
+  Task<Status> Store(uint64_t swap_addr, uint64_t src_addr, uint32_t src_lkey, Ps timeout);
+  Task<Status> Load(uint64_t swap_addr, uint64_t dst_addr, uint32_t dst_rkey, Ps timeout);
+
+ private:
+  Status CheckAddr(uint64_t swap_addr) const;
+  ChainClient* load_;
+  ChainClient* ustore_;
+  uint64_t tt_base_;
+  std::vector<bool> mapped_;
+};
+
+}  // namespace dmb::systems::odrp

@@ -1,0 +1,332 @@
+// ODRP's Load and Unmapped Store WR chains running on the simulated MN RNIC:
+// bytes, statuses, the free page queue and the TT after each request, and no
+// MN CPU time after the chains were armed.
+#include "systems/odrp/chains.h"
+
+#include <memory>
+#include <vector>
+
+#include "fabric/sim/test_util.h"
+
+namespace dmb::systems::odrp {
+namespace {
+
+using namespace dmb::sim::testing;
+
+constexpr Ps kTimeout = 2 * kPsPerMs;
+constexpr uint32_t kSlots = 4;
+
+std::vector<uint8_t> Pattern(uint32_t seed) {
+  std::vector<uint8_t> p(kPageBytes);
+  for (uint32_t i = 0; i < kPageBytes; ++i) {
+    p[i] = static_cast<uint8_t>((seed * 131 + i * 7 + (i >> 8)) & 0xff);
+  }
+  return p;
+}
+
+// One CN: its node, its TT and chains on the MN, its clients.
+struct Cn {
+  Node* node = nullptr;
+  Pd* pd = nullptr;
+  Mr* mr = nullptr;
+  uint64_t buf = 0;  // [hdr load 128][hdr store 128][pad][src page][dst page]
+  const CnTable* table = nullptr;
+  std::unique_ptr<Chain> load_chain, store_chain;
+  std::unique_ptr<ChainClient> load, store;
+  std::unique_ptr<SwapClient> swap;
+  uint64_t src() const { return buf + 4096; }
+  uint64_t dst() const { return buf + 8192; }
+};
+
+class OdrpChainTest : public SimFixture {
+ protected:
+  void Build(uint64_t pages, int cns = 1, uint64_t swap_pages = 64) {
+    mn_ = AddNode("mn");
+    cluster_->RunToCompletion([](OdrpChainTest* t, uint64_t pages) -> Task<void> {
+      t->odrp_ = co_await OdrpMn::Create(t->cluster_.get(), t->mn_, {.pages = pages});
+    }(this, pages));
+    for (int i = 0; i < cns; ++i) AddCn("cn" + std::to_string(i), swap_pages);
+    cpu_after_setup_ = mn_->cpu().busy_ps();
+  }
+
+  void AddCn(const std::string& name, uint64_t swap_pages) {
+    auto cn = std::make_unique<Cn>();
+    cn->node = AddNode(name);
+    cn->pd = cn->node->AllocPd();
+    cn->buf = cn->node->memory().Alloc(3 * 4096, 4096);
+    cn->mr = RegMr(cn->node, cn->pd, cn->buf, 3 * 4096);
+    Cn* c = cn.get();
+    cluster_->RunToCompletion([](OdrpMn* mn, Cn* c, uint64_t swap_pages) -> Task<void> {
+      c->table = co_await mn->AddCn(swap_pages);
+      c->load_chain = co_await Chain::Create(mn, c->table, ChainKind::kLoad, kSlots);
+      c->store_chain = co_await Chain::Create(mn, c->table, ChainKind::kUnmappedStore, kSlots);
+    }(odrp_.get(), c, swap_pages));
+    Runtime* rt = &cluster_->runtime();
+    c->load =
+        std::make_unique<ChainClient>(c->node, c->pd, rt, c->load_chain->geometry(), c->mr, c->buf);
+    c->store = std::make_unique<ChainClient>(c->node, c->pd, rt, c->store_chain->geometry(), c->mr,
+                                             c->buf + 128);
+    cluster_->Connect(c->load->qp(), c->load_chain->cn_qp());
+    cluster_->Connect(c->store->qp(), c->store_chain->cn_qp());
+    cluster_->RunToCompletion([](Cn* c) -> Task<void> {
+      co_await c->load_chain->Arm();
+      co_await c->store_chain->Arm();
+    }(c));
+    c->swap =
+        std::make_unique<SwapClient>(c->load.get(), c->store.get(), c->table->tt_base, swap_pages);
+    cns_.push_back(std::move(cn));
+  }
+
+  // Stores `page`; on success also checks, at the instant the CN's store
+  // returns, that the MN page the TT entry names already holds the bytes
+  // (the notification is ordered after the data).
+  Status Store(Cn* c, uint64_t swap_addr, const std::vector<uint8_t>& page) {
+    c->node->memory().Write(c->src(), page.data(), page.size());
+    Status st;
+    std::vector<uint8_t> at_notify;
+    cluster_->RunToCompletion([](OdrpChainTest* t, Cn* c, uint64_t a, Status* out,
+                                 std::vector<uint8_t>* snap) -> Task<void> {
+      *out = co_await c->swap->Store(a, c->src(), c->mr->lkey(), kTimeout);
+      if (out->ok()) *snap = t->MnPage(t->odrp_->LoadTtEntry(c->table->cn, a));
+    }(this, c, swap_addr, &st, &at_notify));
+    if (st.ok()) {
+      EXPECT_EQ(at_notify, page) << "notified before the page landed";
+    }
+    return st;
+  }
+  // Loads into dst (pre-filled with 0xee); returns the status and the bytes.
+  Status Load(Cn* c, uint64_t swap_addr, std::vector<uint8_t>* out) {
+    c->node->memory().Fill(c->dst(), 0xee, kPageBytes);
+    Status st;
+    cluster_->RunToCompletion([](Cn* c, uint64_t a, Status* out) -> Task<void> {
+      *out = co_await c->swap->Load(a, c->dst(), c->mr->rkey(), kTimeout);
+    }(c, swap_addr, &st));
+    out->resize(kPageBytes);
+    c->node->memory().Read(c->dst(), out->data(), kPageBytes);
+    return st;
+  }
+  std::vector<uint8_t> MnPage(uint64_t addr) {
+    std::vector<uint8_t> p(kPageBytes);
+    mn_->memory().Read(addr, p.data(), kPageBytes);
+    return p;
+  }
+  Cn* cn(int i) { return cns_.at(i).get(); }
+
+  Node* mn_ = nullptr;
+  std::unique_ptr<OdrpMn> odrp_;
+  std::vector<std::unique_ptr<Cn>> cns_;
+  Ps cpu_after_setup_ = 0;
+};
+
+TEST_F(OdrpChainTest, UnmappedStoreAllocatesAPageFromTheRing) {
+  Build(/*pages=*/8);
+  Cn* c = cn(0);
+  const MnLayout& lay = odrp_->layout();
+  ASSERT_EQ(odrp_->LoadHead(), odrp_->ring_addr());
+  ASSERT_EQ(odrp_->LoadElement(0), odrp_->page_addr(0));
+  const uint64_t swap = 3 * kPageBytes;
+  const auto page = Pattern(1);
+
+  const Status st = Store(c, swap, page);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+
+  EXPECT_EQ(odrp_->LoadHead(), lay.Advance(odrp_->ring_addr(), 1)) << "head advanced by one";
+  EXPECT_EQ(odrp_->LoadTail(), lay.Advance(odrp_->ring_addr(), 8)) << "tail untouched";
+  EXPECT_EQ(odrp_->LoadTtEntry(0, swap), odrp_->page_addr(0)) << "TT maps the dequeued page";
+  EXPECT_EQ(odrp_->LoadElement(0), 0u) << "the dequeued ring slot is zeroed";
+  EXPECT_EQ(odrp_->LoadElement(1), odrp_->page_addr(1)) << "the next slot is untouched";
+  EXPECT_EQ(MnPage(odrp_->page_addr(0)), page) << "the page holds the CN's bytes";
+  EXPECT_EQ(MnPage(odrp_->page_addr(1)), std::vector<uint8_t>(kPageBytes, 0));
+  for (uint64_t i = 0; i < 64; ++i) {
+    if (i != 3) {
+      EXPECT_EQ(odrp_->LoadTtEntry(0, i * kPageBytes), 0u) << "entry " << i;
+    }
+  }
+  EXPECT_TRUE(c->swap->mapped(swap));
+  EXPECT_FALSE(c->store_chain->Faulted());
+  EXPECT_EQ(c->store_chain->requests_taken(), 1u);
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_) << "no MN CPU on the data path";
+}
+
+TEST_F(OdrpChainTest, LoadReturnsTheStoredPage) {
+  Build(8);
+  Cn* c = cn(0);
+  const uint64_t swap = 7 * kPageBytes;
+  const auto page = Pattern(2);
+  ASSERT_TRUE(Store(c, swap, page).ok());
+  const uint64_t head = odrp_->LoadHead();
+
+  std::vector<uint8_t> got;
+  const Status st = Load(c, swap, &got);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(got, page);
+  EXPECT_EQ(odrp_->LoadHead(), head) << "a load allocates nothing";
+  EXPECT_EQ(odrp_->LoadTtEntry(0, swap), odrp_->page_addr(0));
+  EXPECT_EQ(c->load_chain->requests_taken(), 1u);
+  EXPECT_FALSE(c->load_chain->Faulted());
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_);
+}
+
+TEST_F(OdrpChainTest, TwoStoresGetDifferentPages) {
+  Build(8);
+  Cn* c = cn(0);
+  const auto a = Pattern(10), b = Pattern(11);
+  ASSERT_TRUE(Store(c, 0, a).ok());
+  ASSERT_TRUE(Store(c, 5 * kPageBytes, b).ok());
+  const uint64_t pa = odrp_->LoadTtEntry(0, 0), pb = odrp_->LoadTtEntry(0, 5 * kPageBytes);
+  EXPECT_EQ(pa, odrp_->page_addr(0));
+  EXPECT_EQ(pb, odrp_->page_addr(1));
+  EXPECT_NE(pa, pb);
+  EXPECT_EQ(MnPage(pa), a);
+  EXPECT_EQ(MnPage(pb), b);
+  EXPECT_EQ(odrp_->LoadHead(), odrp_->layout().Advance(odrp_->ring_addr(), 2));
+  EXPECT_EQ(odrp_->LoadElement(0), 0u);
+  EXPECT_EQ(odrp_->LoadElement(1), 0u);
+  EXPECT_EQ(odrp_->LoadElement(2), odrp_->page_addr(2));
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(Load(c, 0, &got).ok());
+  EXPECT_EQ(got, a);
+  ASSERT_TRUE(Load(c, 5 * kPageBytes, &got).ok());
+  EXPECT_EQ(got, b);
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_);
+}
+
+TEST_F(OdrpChainTest, LoadOfAnUnmappedEntryFaultsAndReturnsNoData) {
+  Build(8);
+  Cn* c = cn(0);
+  // Bypass the CN's bitmap: ask the load chain for an entry that is 0.
+  const uint64_t tt = TtEntryAddr(c->table->tt_base, 9 * kPageBytes);
+  c->node->memory().Fill(c->dst(), 0xee, kPageBytes);
+  Status st;
+  cluster_->RunToCompletion([](Cn* c, uint64_t tt, Status* out) -> Task<void> {
+    *out = co_await c->load->Load(tt, c->dst(), c->mr->rkey(), kTimeout);
+  }(c, tt, &st));
+  EXPECT_EQ(st.code(), Code::kLaneBroken) << st.ToString();
+  std::vector<uint8_t> got(kPageBytes);
+  c->node->memory().Read(c->dst(), got.data(), kPageBytes);
+  EXPECT_EQ(got, std::vector<uint8_t>(kPageBytes, 0xee)) << "no data reached the CN";
+  // The WRITE_WITH_IMM from the null page address failed its local check on
+  // the MN: R is in ERR; L (the TT READ) itself succeeded.
+  EXPECT_TRUE(c->load_chain->Faulted());
+  EXPECT_EQ(c->load_chain->cn_qp()->state(), QpState::kErr);
+  EXPECT_GE(c->load_chain->cn_qp()->counters().errors, 1u);
+  EXPECT_NE(c->load_chain->worker_qp()->state(), QpState::kErr);
+  EXPECT_EQ(c->load->qp()->state(), QpState::kErr) << "the CN gave up (timeout)";
+  // The SwapClient refuses such a load up front (its bitmap).
+  std::vector<uint8_t> dummy;
+  EXPECT_EQ(Load(c, 9 * kPageBytes, &dummy).code(), Code::kInvalidArgument);
+  // The store chain is separate and still works.
+  const auto page = Pattern(3);
+  const Status s2 = Store(c, 9 * kPageBytes, page);
+  ASSERT_TRUE(s2.ok()) << s2.ToString();
+  EXPECT_EQ(MnPage(odrp_->LoadTtEntry(0, 9 * kPageBytes)), page);
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_);
+}
+
+TEST_F(OdrpChainTest, ChainsRecycleWithoutTheMnCpu) {
+  // 3 laps and then some of 4 pre-posted instances on each chain.
+  Build(32);
+  Cn* c = cn(0);
+  constexpr uint32_t kRequests = 3 * kSlots + 1;
+  for (uint32_t i = 0; i < kRequests; ++i) {
+    const Status st = Store(c, i * kPageBytes, Pattern(100 + i));
+    ASSERT_TRUE(st.ok()) << "store " << i << ": " << st.ToString();
+    ASSERT_EQ(odrp_->LoadTtEntry(0, i * kPageBytes), odrp_->page_addr(i)) << "store " << i;
+  }
+  for (uint32_t i = 0; i < kRequests; ++i) {
+    std::vector<uint8_t> got;
+    const uint64_t swap = ((i * 5) % kRequests) * kPageBytes;  // another order
+    const Status st = Load(c, swap, &got);
+    ASSERT_TRUE(st.ok()) << "load " << i << ": " << st.ToString();
+    ASSERT_EQ(got, Pattern(100 + static_cast<uint32_t>(swap / kPageBytes))) << "load " << i;
+  }
+  EXPECT_EQ(c->store_chain->requests_taken(), kRequests);
+  EXPECT_EQ(c->load_chain->requests_taken(), kRequests);
+  EXPECT_EQ(odrp_->LoadHead(), odrp_->layout().Advance(odrp_->ring_addr(), kRequests));
+  for (uint32_t i = 0; i < kRequests; ++i) EXPECT_EQ(odrp_->LoadElement(i), 0u);
+  EXPECT_EQ(odrp_->LoadElement(kRequests), odrp_->page_addr(kRequests));
+  EXPECT_FALSE(c->store_chain->Faulted());
+  EXPECT_FALSE(c->load_chain->Faulted());
+  // The managed SQs ran far past what the MN CPU posted.
+  EXPECT_GT(c->store_chain->worker_qp()->counters().send_wrs_executed,
+            uint64_t{kSlots} * c->store_chain->geometry().l_wrs);
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_) << "recycling used no MN CPU";
+}
+
+TEST_F(OdrpChainTest, StoreIntoAnEmptyQueueFaultsAndMapsNothing) {
+  Build(/*pages=*/2);
+  Cn* c = cn(0);
+  ASSERT_TRUE(Store(c, 0, Pattern(20)).ok());
+  ASSERT_TRUE(Store(c, kPageBytes, Pattern(21)).ok());
+  const Status st = Store(c, 2 * kPageBytes, Pattern(22));
+  EXPECT_EQ(st.code(), Code::kLaneBroken) << st.ToString();
+  EXPECT_FALSE(c->swap->mapped(2 * kPageBytes));
+  EXPECT_EQ(odrp_->LoadTtEntry(0, 2 * kPageBytes), 0u) << "nothing mapped";
+  EXPECT_EQ(MnPage(odrp_->page_addr(0)), Pattern(20)) << "allocated pages untouched";
+  EXPECT_EQ(MnPage(odrp_->page_addr(1)), Pattern(21));
+  // The dequeue read the zeroed element: U7's null local address faulted L.
+  EXPECT_EQ(c->store_chain->worker_qp()->state(), QpState::kErr);
+  EXPECT_NE(c->store_chain->cn_qp()->state(), QpState::kErr) << "no notification was sent";
+  // The failed dequeue still advanced the head ([ODRP] §4.3: MN CPU repairs).
+  EXPECT_EQ(odrp_->LoadHead(), odrp_->layout().Advance(odrp_->ring_addr(), 3));
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_);
+}
+
+TEST_F(OdrpChainTest, ACnThatVanishesMidStoreCostsOnePageAndStopsTheChain) {
+  // The CN's QP fails while its store runs on the MN: the notification
+  // (R0) is never acknowledged, R goes to ERR and flushes its RQ (completions
+  // that a count-only gate would take for new requests). R2, which alone
+  // enables C's next instance, is flushed with it: no instance runs on stale
+  // arguments and no further page leaves the queue.
+  Build(8);
+  Cn* c = cn(0);
+  ASSERT_TRUE(Store(c, 0, Pattern(40)).ok());
+  c->node->memory().Write(c->src(), Pattern(41).data(), kPageBytes);
+  Status st;
+  rt().Spawn([](Runtime* rt, Qp* qp) -> Task<void> {
+    co_await rt->SleepFor(UsToPs(5));
+    qp->Modify(QpState::kErr);
+  }(&rt(), c->store->qp()));
+  cluster_->RunToCompletion([](Cn* c, Status* out) -> Task<void> {
+    *out = co_await c->swap->Store(kPageBytes, c->src(), c->mr->lkey(), kTimeout);
+  }(c, &st));
+  EXPECT_EQ(st.code(), Code::kLaneBroken) << st.ToString();
+  sim().Run();  // let the MN's retries run out
+  EXPECT_EQ(c->store_chain->cn_qp()->state(), QpState::kErr) << "R0 was never acknowledged";
+  EXPECT_NE(c->store_chain->worker_qp()->state(), QpState::kErr);
+  EXPECT_NE(c->store_chain->control_qp()->state(), QpState::kErr);
+  EXPECT_EQ(odrp_->LoadHead(), odrp_->layout().Advance(odrp_->ring_addr(), 2))
+      << "exactly one dequeue per request";
+  EXPECT_EQ(odrp_->LoadElement(2), odrp_->page_addr(2));
+  // The MN side of the store itself completed; only its notification was lost.
+  EXPECT_EQ(odrp_->LoadTtEntry(0, kPageBytes), odrp_->page_addr(1));
+  EXPECT_EQ(MnPage(odrp_->page_addr(1)), Pattern(41));
+  EXPECT_EQ(MnPage(odrp_->page_addr(2)), std::vector<uint8_t>(kPageBytes, 0));
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_);
+}
+
+TEST_F(OdrpChainTest, ATtAddressOfAnotherCnFaultsInsteadOfReadingIt) {
+  Build(8, /*cns=*/2);
+  Cn* a = cn(0);
+  Cn* b = cn(1);
+  ASSERT_TRUE(Store(a, 0, Pattern(30)).ok());
+  // CN b names CN a's mapped entry: b's chain carries tt[b]'s rkey, whose
+  // bounds exclude it.
+  const uint64_t foreign = TtEntryAddr(a->table->tt_base, 0);
+  b->node->memory().Fill(b->dst(), 0xee, kPageBytes);
+  Status st;
+  cluster_->RunToCompletion([](Cn* c, uint64_t tt, Status* out) -> Task<void> {
+    *out = co_await c->load->Load(tt, c->dst(), c->mr->rkey(), kTimeout);
+  }(b, foreign, &st));
+  EXPECT_EQ(st.code(), Code::kLaneBroken) << st.ToString();
+  std::vector<uint8_t> got(kPageBytes);
+  b->node->memory().Read(b->dst(), got.data(), kPageBytes);
+  EXPECT_EQ(got, std::vector<uint8_t>(kPageBytes, 0xee)) << "CN a's page did not leak";
+  EXPECT_EQ(b->load_chain->worker_qp()->state(), QpState::kErr) << "the TT READ was refused";
+  // CN a is unaffected.
+  ASSERT_TRUE(Load(a, 0, &got).ok());
+  EXPECT_EQ(got, Pattern(30));
+}
+
+}  // namespace
+}  // namespace dmb::systems::odrp
