@@ -17,9 +17,10 @@ using fabric::WqeLayout;
 namespace {
 
 // Scratch area of one chain: constants, then one 16 B slot per instance.
-constexpr uint64_t kScratchZeroOff = 0;   // 8 zero bytes (L5's source)
-constexpr uint64_t kScratchOwnerOff = 8;  // owner_id, u64 LE (L7's source)
-constexpr uint64_t kScratchSlotsOff = 64;
+constexpr uint64_t kScratchZeroOff = 0;    // 8 zero bytes (L5's source)
+constexpr uint64_t kScratchOwnerOff = 8;   // owner_id, u64 LE (L7's source)
+constexpr uint64_t kScratchZerosOff = 64;  // 64 zero bytes (recycling L8's source)
+constexpr uint64_t kScratchSlotsOff = 128;
 constexpr uint64_t kSlotBytes = 16;  // +0 FAA result (LE), +8 staged handle (BE)
 
 void Post(fabric::Qp* qp, const SendWr& wr, const char* what) {
@@ -69,6 +70,10 @@ Task<std::unique_ptr<AllocChain>> AllocChain::Create(fabric::Cluster* cluster, M
   if (cfg.max_instances == 0) {
     throw std::invalid_argument("onesided_mw alloc chain: max_instances must be >= 1");
   }
+  if (cfg.recycle && (cfg.max_instances < 4 || !std::has_single_bit(cfg.max_instances))) {
+    throw std::invalid_argument(
+        "onesided_mw alloc chain: a recycling chain needs a power of two >= 4 instances");
+  }
   fabric::Qp* free_qp = mn->QpByNum(cfg.free_qpn);
   if (!free_qp || free_qp->pd() != md->data_pd()) {
     throw std::invalid_argument("onesided_mw alloc chain: free_qpn " +
@@ -82,6 +87,7 @@ Task<std::unique_ptr<AllocChain>> AllocChain::Create(fabric::Cluster* cluster, M
   ch->cfg_ = cfg;
   const uint32_t g = md->group_size();
   const uint32_t n = cfg.max_instances;
+  const bool rec = cfg.recycle;
 
   // Counted only (the MN CPU never polls them); C's WAITs read the counts.
   ch->rcq_ = mn->CreateCq(n, /*ignore_overrun=*/true);
@@ -93,10 +99,10 @@ Task<std::unique_ptr<AllocChain>> AllocChain::Create(fabric::Cluster* cluster, M
   a.pd = md->data_pd();
   a.send_cq = ch->acq_;
   a.recv_cq = ch->rcq_;
-  a.max_send_wr = n * kAllocWrs(g);
-  a.max_recv_wr = n;
+  a.max_send_wr = n * (rec ? AllocSlotWrs(g) : kAllocWrs(g));
+  a.max_recv_wr = n * (rec ? kRecvsPerRequestRecycle : 1);
   a.max_send_sge = g + 1;
-  a.max_recv_sge = g;
+  a.max_recv_sge = rec ? fabric::kMaxSge : g;
   a.access = 0;  // the alloc lane carries requests, never one-sided data
   a.cross_channel = true;
   a.manage_send = true;
@@ -117,13 +123,30 @@ Task<std::unique_ptr<AllocChain>> AllocChain::Create(fabric::Cluster* cluster, M
   c.pd = md->meta_pd();
   c.send_cq = ch->ccq_;
   c.recv_cq = ch->ccq_;
-  c.max_send_wr = n * kControlWrs;
+  c.max_send_wr = n * (rec ? kControlWrsRecycle : kControlWrs);
   c.max_recv_wr = 1;
   c.cross_channel = true;
+  c.manage_send = rec;  // recycling: runs only as far as it enabled itself
   ch->c_ = mn->CreateQp(c);
 
   cluster->Connect(ch->l_, ch->l_);
   cluster->Connect(ch->c_, ch->c_);
+  if (rec) {
+    fabric::QpInitAttr b;
+    b.pd = md->meta_pd();
+    b.send_cq = ch->ccq_;
+    b.recv_cq = ch->ccq_;
+    b.max_send_wr = 1;
+    b.max_recv_wr = 1;
+    b.cross_channel = true;
+    ch->boot_ = mn->CreateQp(b);
+    cluster->Connect(ch->boot_, ch->boot_);
+    // A's RECVs rewrite C's WAIT counts and ENABLE indices: C's ring again in
+    // the data PD, local write only.
+    ch->c_ring_data_mr_ = co_await mn->RegMr(
+        md->data_pd(), ch->c_->SendWqeAddr(0),
+        uint64_t{ch->c_->send_ring_size()} * ch->c_->send_wqe_stride(), fabric::kLocalWrite);
+  }
 
   // L6 scatters into A's bind WQEs: A's SQ ring, registered again in the
   // metadata PD (local write only).
@@ -143,11 +166,44 @@ Task<std::unique_ptr<AllocChain>> AllocChain::Create(fabric::Cluster* cluster, M
   co_return ch;
 }
 
+std::vector<uint64_t> AllocChain::ControlValues(uint64_t s, uint32_t g, bool recycle) {
+  const uint64_t a0 = s * (recycle ? AllocSlotWrs(g) : kAllocWrs(g));
+  const uint64_t l0 = s * kWorkerWrs;
+  const uint64_t lc = kWorkerWrs * s;
+  const uint64_t rq = recycle ? kRecvsPerRequestRecycle : 1;
+  std::vector<uint64_t> v = {
+      lc,                                           // WAIT lcq: previous ticket
+      rq * (s + 1),                                 // WAIT rcq: the request landed
+      l0 + 1,                                       // EN L1
+      lc + 1,                                       // WAIT L1
+      l0 + 3,                                       // EN L2-L3
+      lc + 3,                                       // WAIT L3
+      l0 + 5,                                       // EN L4-L5
+      lc + 4,                                       // WAIT L4
+      l0 + 6,                                       // EN L6
+      lc + 6,                                       // WAIT L6
+      l0 + 7,                                       // EN L7
+      a0 + g,                                       // EN binds
+      lc + 7,                                       // WAIT L7
+      (uint64_t{g} + 1) * s + g,                    // WAIT binds
+      recycle ? a0 + AllocSlotWrs(g) : a0 + g + 3,  // EN reply, tail (and padding)
+  };
+  if (recycle) v.push_back(kControlWrsRecycle * (s + 2));  // EN C through instance s+1
+  return v;
+}
+
 Task<void> AllocChain::Arm(uint32_t n) {
   if (a_->state() != QpState::kRts) {
     throw fabric::VerbsError(EINVAL, "onesided_mw alloc chain: Arm needs the Alloc QP connected");
   }
+  const bool rec = cfg_.recycle;
+  if (rec && (armed_ != 0 || n != cfg_.max_instances)) {
+    throw fabric::VerbsError(EINVAL,
+                             "onesided_mw alloc chain: a recycling chain is armed once, with "
+                             "all max_instances instances");
+  }
   const uint32_t g = md_->group_size();
+  const uint32_t a_per = rec ? AllocSlotWrs(g) : kAllocWrs(g);
   const uint32_t meta_rkey = md_->meta_mr()->rkey();
   const uint32_t smeta = scratch_meta_mr_->lkey();
   const Layout& lay = md_->layout();
@@ -159,6 +215,11 @@ Task<void> AllocChain::Arm(uint32_t n) {
     const uint64_t staged_handle = slot + 8;  // u64 BE
     const uint64_t a0 = a_->next_send_index();
     const uint64_t l0 = l_->next_send_index();
+    const uint64_t c0 = c_->next_send_index();
+    if (a0 != a_per * s || l0 != kWorkerWrs * s ||
+        c0 != (rec ? kControlWrsRecycle : kControlWrs) * s) {
+      throw std::logic_error("onesided_mw alloc chain: the chain QPs hold foreign WQEs");
+    }
     auto a_wqe = [&](uint64_t i) { return a_->SendWqeAddr(a0 + i); };
     auto l_wqe = [&](uint64_t i) { return l_->SendWqeAddr(l0 + i); };
     const uint64_t reply = g;  // A's WQE g (after binds 0..g-1)
@@ -183,9 +244,9 @@ Task<void> AllocChain::Arm(uint32_t n) {
       SendWr w;
       w.wr_id = tag | 0x20;
       w.opcode = Opcode::kWriteWithImm;
-      w.imm_data = static_cast<uint32_t>(s);
-      w.remote_addr = 0;  // <- RECV (CN_buff)
-      w.rkey = 0;         // <- RECV (CN_buff rkey)
+      w.imm_data = static_cast<uint32_t>(s);  // recycling: <- RECV
+      w.remote_addr = 0;                      // <- RECV (CN_buff)
+      w.rkey = 0;                             // <- RECV (CN_buff rkey)
       w.sg_list.push_back({staged_handle, 8, scratch_data_mr_->lkey()});
       for (uint32_t k = 0; k < g; ++k) {
         w.sg_list.push_back({a_wqe(k) + WqeLayout::kRemoteAddr,
@@ -196,8 +257,16 @@ Task<void> AllocChain::Arm(uint32_t n) {
     // A's tail, reached only if every bind and the reply succeeded (a failure
     // moves A to ERR and flushes it): once the reply is acknowledged, release
     // this instance's ticket on L, which the next instance waits for.
+    // Recycling: both values <- RECV.
     Post(a_, Wait(acq_, (uint64_t{g} + 1) * (s + 1)), "WAIT reply");
     Post(a_, Enable(l_, l0 + kWorkerWrs), "ENABLE ticket");
+    for (uint32_t k = kAllocWrs(g); k < a_per; ++k) {
+      SendWr nop;
+      nop.wr_id = tag | 0x30;
+      nop.opcode = Opcode::kNop;
+      nop.flags = 0;  // padding: no completion, counted by no WAIT
+      Post(a_, nop, "NOP padding");
+    }
 
     // L1: claim an element: head += 8 inside the ring; old head -> faa_result.
     {
@@ -267,48 +336,87 @@ Task<void> AllocChain::Arm(uint32_t n) {
       w.sg_list = {{scratch_ + kScratchOwnerOff, 8, smeta}};
       Post(l_, w, "L7 WRITE owner_id");
     }
-    // L8: the ticket (a signaled NOP) that only A's success path enables.
-    {
+    // L8: the ticket that only A's success path enables: a signaled NOP, or
+    // (recycling) a READ of zeros into the binds' rkey fields, which puts the
+    // placeholders back for this instance's next round.
+    if (rec) {
+      SendWr t;
+      t.wr_id = tag | 8;
+      t.opcode = Opcode::kRead;
+      t.remote_addr = scratch_ + kScratchZerosOff;
+      t.rkey = scratch_meta_mr_->rkey();
+      for (uint32_t k = 0; k < g; ++k) {
+        t.sg_list.push_back({a_wqe(k) + WqeLayout::kRkey, 4, a_ring_meta_mr_->lkey()});
+      }
+      Post(l_, t, "L8 ticket READ zeros");
+    } else {
       SendWr t;
       t.wr_id = tag | 8;
       t.opcode = Opcode::kNop;
       Post(l_, t, "L8 ticket NOP");
     }
 
-    // The RECV that takes the CN's request and rewrites A's WQEs.
-    {
-      RecvWr rr;
-      rr.wr_id = s;
-      rr.sg_list.push_back({a_wqe(reply) + WqeLayout::kRemoteAddr, 12, a_->wq_lkey()});
-      for (uint32_t k = 1; k < g; ++k) {
-        rr.sg_list.push_back({a_wqe(k) + WqeLayout::kImmInvQpn, 4, a_->wq_lkey()});
-      }
+    // The RECV(s) that take the CN's request and rewrite A's (and, recycling,
+    // C's) WQEs.
+    auto post_recv = [&](const RecvWr& rr) {
       if (const int rc = a_->PostRecv(rr); rc != 0) {
         throw fabric::VerbsError(rc, "onesided_mw alloc chain: posting the RECV on qp " +
                                          std::to_string(a_->qp_num()) + " failed");
       }
+    };
+    if (rec) {
+      // RECV 2s: the operand0 of every WQE of C's next instance.
+      RecvWr rv;
+      rv.wr_id = 2 * s;
+      const uint64_t c_next = kControlWrsRecycle * ((s + 1) % cfg_.max_instances);
+      for (uint32_t i = 0; i < kControlWrsRecycle; ++i) {
+        rv.sg_list.push_back(
+            {c_->SendWqeAddr(c_next + i) + WqeLayout::kOperand0, 8, c_ring_data_mr_->lkey()});
+      }
+      post_recv(rv);
+    }
+    {
+      RecvWr rr;
+      rr.wr_id = rec ? 2 * s + 1 : s;
+      rr.sg_list.push_back({a_wqe(reply) + WqeLayout::kRemoteAddr, 12, a_->wq_lkey()});
+      for (uint32_t k = 1; k < g; ++k) {
+        rr.sg_list.push_back({a_wqe(k) + WqeLayout::kImmInvQpn, 4, a_->wq_lkey()});
+      }
+      if (rec) {
+        rr.sg_list.push_back({a_wqe(reply) + WqeLayout::kImmInvQpn, 4, a_->wq_lkey()});
+        rr.sg_list.push_back({a_wqe(g + 1) + WqeLayout::kOperand0, 8, a_->wq_lkey()});
+        rr.sg_list.push_back({a_wqe(g + 2) + WqeLayout::kOperand0, 8, a_->wq_lkey()});
+        rr.sg_list.push_back({a_->recv_doorbell_addr(), 4, a_->wq_lkey()});
+      }
+      post_recv(rr);
     }
 
-    // C: the gates.
-    const uint64_t lc = kWorkerWrs * s;
-    Post(c_, Wait(lcq_, lc), "WAIT previous ticket");
-    Post(c_, Wait(rcq_, s + 1), "WAIT request");
-    Post(c_, Enable(l_, l0 + 1), "ENABLE L1");
-    Post(c_, Wait(lcq_, lc + 1), "WAIT L1");
-    Post(c_, Enable(l_, l0 + 3), "ENABLE L2-L3");
-    Post(c_, Wait(lcq_, lc + 3), "WAIT L3");
-    Post(c_, Enable(l_, l0 + 5), "ENABLE L4-L5");
-    Post(c_, Wait(lcq_, lc + 4), "WAIT L4");
-    Post(c_, Enable(l_, l0 + 6), "ENABLE L6");
-    Post(c_, Wait(lcq_, lc + 6), "WAIT L6");
-    Post(c_, Enable(l_, l0 + 7), "ENABLE L7");
-    Post(c_, Enable(a_, a0 + g), "ENABLE binds");
-    Post(c_, Wait(lcq_, lc + 7), "WAIT L7");
-    Post(c_, Wait(acq_, (uint64_t{g} + 1) * s + g), "WAIT binds");
-    Post(c_, Enable(a_, a0 + g + 3), "ENABLE reply, ticket");
+    // C: the gates (ControlValues: the WAIT counts and ENABLE indices).
+    const std::vector<uint64_t> cv = ControlValues(s, g, rec);
+    Post(c_, Wait(lcq_, cv[0]), "WAIT previous ticket");
+    Post(c_, Wait(rcq_, cv[1]), "WAIT request");
+    Post(c_, Enable(l_, cv[2]), "ENABLE L1");
+    Post(c_, Wait(lcq_, cv[3]), "WAIT L1");
+    Post(c_, Enable(l_, cv[4]), "ENABLE L2-L3");
+    Post(c_, Wait(lcq_, cv[5]), "WAIT L3");
+    Post(c_, Enable(l_, cv[6]), "ENABLE L4-L5");
+    Post(c_, Wait(lcq_, cv[7]), "WAIT L4");
+    Post(c_, Enable(l_, cv[8]), "ENABLE L6");
+    Post(c_, Wait(lcq_, cv[9]), "WAIT L6");
+    Post(c_, Enable(l_, cv[10]), "ENABLE L7");
+    Post(c_, Enable(a_, cv[11]), "ENABLE binds");
+    Post(c_, Wait(lcq_, cv[12]), "WAIT L7");
+    Post(c_, Wait(acq_, cv[13]), "WAIT binds");
+    Post(c_, Enable(a_, cv[14]), "ENABLE reply, ticket");
+    if (rec) Post(c_, Enable(c_, cv[15]), "ENABLE C's next instance");
 
     ++armed_;
-    co_await mn_->cpu().Work(cost_post_, 1 + kAllocWrs(g) + kWorkerWrs + kControlWrs);
+    const uint32_t wrs = (rec ? 2 : 1) + a_per + kWorkerWrs + static_cast<uint32_t>(cv.size());
+    co_await mn_->cpu().Work(cost_post_, wrs);
+  }
+  if (rec) {
+    Post(boot_, Enable(c_, kControlWrsRecycle), "ENABLE C's first instance");
+    co_await mn_->cpu().Work(cost_post_, 1);
   }
 }
 
@@ -320,9 +428,10 @@ bool AllocChain::Faulted() const {
 // ---- CN side ------------------------------------------------------------------------
 
 AllocClient::AllocClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,
-                         uint64_t buf_addr, uint32_t group_size)
-    : cn_(cn), rt_(rt), mr_(mr), buf_(buf_addr), g_(group_size) {
-  if (buf_addr < mr->addr() || buf_addr + BufferBytes(group_size) > mr->addr() + mr->length()) {
+                         uint64_t buf_addr, uint32_t group_size, uint32_t recycle_instances)
+    : cn_(cn), rt_(rt), mr_(mr), buf_(buf_addr), g_(group_size), recycle_(recycle_instances) {
+  const uint64_t bytes = recycle_ ? RecycleBufferBytes(group_size) : BufferBytes(group_size);
+  if (buf_addr < mr->addr() || buf_addr + bytes > mr->addr() + mr->length()) {
     throw std::invalid_argument("onesided_mw AllocClient: buffer outside its MR");
   }
   send_cq_ = cn->CreateCq(16, /*ignore_overrun=*/true);  // unsignaled SENDs: errors only
@@ -360,16 +469,46 @@ Task<Result<AllocGrant>> AllocClient::Allocate(std::vector<uint32_t> access_qpns
   }
   const uint32_t seq = next_seq_++;
   cn_->memory().Fill(reply_addr(), 0, ReplyBytes(g_));
-  const std::vector<uint8_t> req = EncodeRequest(reply_addr(), mr_->rkey(), access_qpns);
-  cn_->memory().Write(buf_, req.data(), req.size());
+  std::vector<uint8_t> req = EncodeRequest(reply_addr(), mr_->rkey(), access_qpns);
+  uint64_t req_addr = buf_;
+  std::vector<SendWr> sends;
+  if (recycle_) {
+    // The recycling chain's arguments (AllocChain's header): first C's next
+    // instance's WAIT counts and ENABLE indices, then the request followed
+    // by this instance's reply imm, A's tail values and the RQ doorbell.
+    const uint64_t area = buf_ + 64 + (ReplyBytes(g_) + 63) / 64 * 64;
+    const std::vector<uint64_t> cv = AllocChain::ControlValues(seq + 1, g_, true);
+    std::vector<uint8_t> vals(8 * cv.size());
+    for (size_t i = 0; i < cv.size(); ++i) fabric::StoreBe64(vals.data() + 8 * i, cv[i]);
+    cn_->memory().Write(area, vals.data(), vals.size());
+    SendWr v;
+    v.wr_id = seq;
+    v.opcode = Opcode::kSend;
+    v.flags = 0;
+    v.sg_list = {{area, static_cast<uint32_t>(vals.size()), mr_->lkey()}};
+    sends.push_back(v);
+    const size_t off = req.size();
+    req.resize(off + 4 + 8 + 8 + 4);
+    fabric::StoreBe32(req.data() + off, seq);
+    fabric::StoreBe64(req.data() + off + 4, (uint64_t{g_} + 1) * (seq + 1));
+    fabric::StoreBe64(req.data() + off + 12, uint64_t{AllocChain::kWorkerWrs} * (seq + 1));
+    fabric::StoreBe32(req.data() + off + 20,
+                      static_cast<uint32_t>(AllocChain::kRecvsPerRequestRecycle *
+                                            (uint64_t{seq} + 1 + recycle_)));
+    req_addr = area + 128;
+  }
+  cn_->memory().Write(req_addr, req.data(), req.size());
   RecvWr rr;
   rr.wr_id = seq;  // no SGEs: the WRITE_WITH_IMM places its data by address
   SendWr s;
   s.wr_id = seq;
   s.opcode = Opcode::kSend;
   s.flags = 0;
-  s.sg_list = {{buf_, static_cast<uint32_t>(req.size()), mr_->lkey()}};
-  if (qp_->PostRecv(rr) != 0 || qp_->PostSend(s) != 0) {
+  s.sg_list = {{req_addr, static_cast<uint32_t>(req.size()), mr_->lkey()}};
+  sends.push_back(s);
+  bool posted = qp_->PostRecv(rr) == 0;
+  for (const SendWr& w : sends) posted = posted && qp_->PostSend(w) == 0;
+  if (!posted) {
     r.status = Status(Code::kLaneBroken, "onesided_mw alloc: cannot post on the alloc QP");
     co_return r;
   }

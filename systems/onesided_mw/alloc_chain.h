@@ -80,8 +80,53 @@
 // Recovery (the MN CPU noticing, re-creating the chain QPs, fixing the head,
 // reclaiming a half-bound entry) is not written yet; Faulted() is what the
 // MN CPU would check.
+//
+// Recycling (AllocChainConfig::recycle; ODRP §4.4 "CNode-assisted MNode WR
+// recycle", [OSMW] §4.3): the K = max_instances instances are posted once and
+// then reused in place forever, with no MN CPU. The rings of A, L and C hold
+// exactly K instances (K a power of two >= 4; A's instance is padded with
+// unsignaled NOPs to P_A = bit_ceil(G+3) WQEs, C's has 16), so absolute WQE
+// index i of instance s+K sits where instance s's did. What differs from round
+// to round is only absolute: WAIT counts, ENABLE indices, the reply's imm and
+// the RQ doorbell record. The CN knows how many requests it sent, computes
+// them (ControlValues) and sends them with each request; RECVs scatter them
+// into exactly those WQE fields (never a whole WQE: a CN cannot change an
+// opcode, a CQ or a target QP). A request is two SENDs, so A's RQ holds 2K
+// RECVs:
+//   RECV 2s   (16 x 8 B)  the 16 operand0 fields (WAIT counts, ENABLE
+//                         indices) of C's instance s+1 (C reaches it only
+//                         after C's instance s saw both RECVs of request s)
+//   RECV 2s+1 the request as above, then the reply's imm (= s), A's tail of
+//             instance s (WAIT count, ticket ENABLE index) and the RQ doorbell
+//             record (= 2(s+1) + 2K: the RECVs of this round become postable
+//             again)
+// C is managed too (otherwise its producer index, which only the MN CPU's
+// doorbell moves, would stop it after K instances): its instance s ends with
+// an ENABLE of itself through instance s+1. A bootstrap QP B (cross-channel,
+// loopback, one WQE) enables C's first instance; it stays connected, so a
+// recycling chain counts 4 offload-holding QPs, not 3.
+// Placeholders are restored for the next round: L8, the ticket, is a READ of
+// zeros into the rkey fields of the instance's binds (after the reply was
+// acknowledged), so a bind that no L6 rewrote still fails on rkey 0. L's own
+// fields carry the last round's addresses, but L runs step by step and every
+// step is rewritten by the step before it.
+// Faults in rounds >= 1: every WQE then sits above the producer index the
+// MN CPU last rang, so a QP going to ERR flushes nothing but the WQEs in
+// flight. The failing WQE's own error completion still counts: on an empty
+// queue L6's error lets C enable the binds, which fail on the rkey 0 that L8
+// restored (without it they would rebind last round's group, which may be
+// free again: alloc_chain_test checks this), and C then stops at its WAIT
+// for L7. A faulted chain claims nothing more, as in round 0.
+// The RQ and C are safe to rewrite while in use because the CN sends one
+// request at a time and K >= 4: request s writes C's instance s+1 while C is
+// at most finishing instance s-1 (another slot).
+// Trust (not defended): a CN that sends wrong counts or indices can stall or
+// confuse its own chain's order; an early ENABLE of L would replay L's
+// last-round addresses (a head FAA, zeroing a stale element), which touches
+// the shared queue. Tested only with honest CNs.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -96,6 +141,9 @@ struct AllocChainConfig {
   uint32_t free_qpn = 0;        // MN end of the CN's Free QP: MW 0 of every group goes to it
   uint64_t owner_id = 0;        // written to owner_id (OwnerIdOfCn(cn_index))
   uint32_t max_instances = 16;  // chain instances the rings hold at once
+  // Reuse the instances in place, re-armed by the CN's requests (see above).
+  // max_instances must then be a power of two >= 4, armed all at once.
+  bool recycle = false;
 };
 
 class AllocChain {
@@ -105,6 +153,16 @@ class AllocChain {
   static constexpr uint32_t kWorkerWrs = 8;
   static constexpr uint32_t kAllocWrs(uint32_t g) { return g + 3; }
   static constexpr uint32_t kControlWrs = 15;
+  // Recycling: C's instance (the 15 above and C's ENABLE of itself), A's
+  // instance padded to a power of two, RECVs per request.
+  static constexpr uint32_t kControlWrsRecycle = 16;
+  static uint32_t AllocSlotWrs(uint32_t g) { return std::bit_ceil(kAllocWrs(g)); }
+  static constexpr uint32_t kRecvsPerRequestRecycle = 2;
+  // The operand0 of each of C's WQEs of instance `s` (WAIT counts, ENABLE
+  // indices; the 16th only when recycling), assuming A, L and C start at
+  // index 0 and hold only this chain: what Arm posts and what a recycling CN
+  // sends for the next instance.
+  static std::vector<uint64_t> ControlValues(uint64_t s, uint32_t g, bool recycle);
 
   // Creates A, L and C and the MRs the chain scatters through, and connects
   // L and C to themselves. Connect alloc_qp() to the CN's alloc QP, then Arm.
@@ -120,7 +178,9 @@ class AllocChain {
   fabric::Qp* control_qp() const { return c_; }
   uint64_t armed() const { return armed_; }
   // Requests the RNIC has taken (RECVs consumed on A).
-  uint64_t requests_taken() const { return a_->counters().recvs_consumed; }
+  uint64_t requests_taken() const {
+    return a_->counters().recvs_consumed / (cfg_.recycle ? kRecvsPerRequestRecycle : 1);
+  }
   // Some chain QP is in ERR (a fault: empty queue, bad request): the chain
   // serves nothing until rebuilt.
   bool Faulted() const;
@@ -139,6 +199,8 @@ class AllocChain {
   fabric::Qp* a_ = nullptr;
   fabric::Qp* l_ = nullptr;
   fabric::Qp* c_ = nullptr;
+  fabric::Qp* boot_ = nullptr;             // recycling: enables C's first instance
+  fabric::Mr* c_ring_data_mr_ = nullptr;   // recycling: C's SQ ring, data PD (A's RECVs)
   fabric::Mr* a_ring_meta_mr_ = nullptr;   // A's SQ ring, in the metadata PD (L6 writes binds)
   fabric::Mr* scratch_meta_mr_ = nullptr;  // scratch, metadata PD (L's SGEs, remote read)
   fabric::Mr* scratch_data_mr_ = nullptr;  // scratch, data PD (A.reply gathers staging)
@@ -161,9 +223,15 @@ class AllocClient {
  public:
   // `mr` covers [buf_addr, +BufferBytes(g)) with local write and remote
   // write (the reply lands there). Creates the CN's alloc QP (not connected).
+  // `recycle_instances` > 0: the MN's chain recycles (AllocChainConfig::
+  // recycle) with that many instances; the buffer then needs
+  // RecycleBufferBytes(g).
   AllocClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,
-              uint64_t buf_addr, uint32_t group_size);
+              uint64_t buf_addr, uint32_t group_size, uint32_t recycle_instances = 0);
   static uint64_t BufferBytes(uint32_t g) { return 64 + ReplyBytes(g); }
+  static uint64_t RecycleBufferBytes(uint32_t g) {
+    return 64 + (ReplyBytes(g) + 63) / 64 * 64 + 256;
+  }
 
   fabric::Qp* qp() const { return qp_; }
   uint64_t reply_addr() const { return buf_ + 64; }
@@ -190,6 +258,7 @@ class AllocClient {
   fabric::Mr* mr_;
   uint64_t buf_;
   uint32_t g_;
+  uint32_t recycle_ = 0;
   fabric::Cq* send_cq_ = nullptr;
   fabric::Cq* recv_cq_ = nullptr;
   fabric::Qp* qp_ = nullptr;

@@ -81,8 +81,8 @@ class AllocChainTest : public SimFixture {
     cn->cq = cn->node->CreateCq(64);
     cn->buf = cn->node->memory().Alloc(1 << 16);
     cn->mr = RegMr(cn->node, cn->pd, cn->buf, 1 << 16);
-    cn->client =
-        std::make_unique<AllocClient>(cn->node, cn->pd, &rt(), cn->mr, cn->buf + 0x8000, g_);
+    cn->client = std::make_unique<AllocClient>(cn->node, cn->pd, &rt(), cn->mr, cn->buf + 0x8000,
+                                               g_, recycle_ ? instances : 0);
     std::tie(cn->free_cn, cn->free_mn) = Lane(*cn);
     for (uint32_t k = 1; k < g_; ++k) {
       auto [c, m] = Lane(*cn);
@@ -94,6 +94,7 @@ class AllocChainTest : public SimFixture {
     cc.free_qpn = cn->free_mn->qp_num();
     cc.owner_id = OwnerIdOfCn(index);
     cc.max_instances = instances;
+    cc.recycle = recycle_;
     cluster_->RunToCompletion([](SimCluster* cl, Metadata* md, AllocChainConfig cc,
                                  std::unique_ptr<AllocChain>* out) -> Task<void> {
       *out = co_await AllocChain::Create(cl, md, cc);
@@ -130,6 +131,7 @@ class AllocChainTest : public SimFixture {
   }
 
   uint32_t g_ = 3;
+  bool recycle_ = false;  // chains re-armed by the CN's requests (AllocChainConfig::recycle)
   Node* mn_ = nullptr;
   Pd* data_pd_ = nullptr;
   Cq* mn_cq_ = nullptr;
@@ -395,6 +397,155 @@ TEST_F(AllocChainTest, TheHeadWrapsModuloTheRing) {
   EXPECT_EQ(md_->LoadHead(), md_->ring_addr() + 2 * kElementBytes);
   for (uint32_t s = 0; s < 4; ++s) EXPECT_EQ(md_->LoadElement(s), 0u) << "slot " << s;
   EXPECT_FALSE(Alloc(cn).ok()) << "slot 2 was empty";
+}
+
+// ---- Recycling: the CN re-arms the chain; the MN CPU never posts again --------
+
+TEST_F(AllocChainTest, ARecyclingChainServesFourRoundsOfItsInstancesWithoutTheMnCpu) {
+  constexpr uint32_t kK = 4;
+  constexpr uint32_t kAllocs = 5 * kK;
+  recycle_ = true;
+  Build(kAllocs, /*cns=*/1, /*g=*/3, kK);
+  Cn& cn = *cns_[0];
+  sim().Run();
+  const Ps busy = mn_->cpu().busy_ps();
+  const auto by_cost = mn_->cpu().BusyByCost();
+  const uint64_t a_posted = cn.chain->alloc_qp()->next_send_index();
+  const uint64_t c_posted = cn.chain->control_qp()->next_send_index();
+  EXPECT_EQ(a_posted, kK * AllocChain::AllocSlotWrs(g_));
+  EXPECT_EQ(cn.chain->alloc_qp()->send_ring_size(), a_posted) << "the ring holds exactly K";
+  std::set<uint64_t> handles;
+  std::vector<AllocGrant> grants;
+  for (uint32_t i = 0; i < kAllocs; ++i) {
+    const Result<AllocGrant> r = Alloc(cn);
+    ASSERT_TRUE(r.ok()) << "allocation " << i << " (round " << i / kK
+                        << "): " << r.status.ToString();
+    EXPECT_EQ(r.value.seq, i);
+    EXPECT_EQ(r.value.handle, md_->entry_addr(i)) << "allocation " << i;
+    EXPECT_EQ(r.value.base, md_->chunk_addr(i));
+    EXPECT_TRUE(handles.insert(r.value.handle).second) << "entry handed out twice: " << i;
+    grants.push_back(r.value);
+  }
+  sim().Run();
+  // Every grant still holds: its windows bound to this CN's QPs, entry owned.
+  for (uint32_t i = 0; i < kAllocs; ++i) {
+    ExpectBoundTo(i, cn, grants[i]);
+    EXPECT_EQ(md_->LoadEntry(i).owner_id, OwnerIdOfCn(0)) << "entry " << i;
+    EXPECT_EQ(md_->LoadElement(i), 0u) << "claimed element " << i << " zeroed";
+  }
+  // Data through a window of the last round: WRITE via access QP 1, READ via 2.
+  const AllocGrant& last = grants.back();
+  cn.node->memory().StoreU64(cn.buf, 0x5eed);
+  WorkCompletion wc =
+      Exec(cn.acc_cn[0], cn.cq, Write(cn.buf, cn.lkey(), 8, last.base + 64, last.rkeys[1]));
+  ASSERT_EQ(wc.status, WcStatus::kSuccess) << WcStatusName(wc.status);
+  wc = Exec(cn.acc_cn[1], cn.cq, Read(cn.buf + 64, cn.lkey(), 8, last.base + 64, last.rkeys[2]));
+  ASSERT_EQ(wc.status, WcStatus::kSuccess) << WcStatusName(wc.status);
+  EXPECT_EQ(cn.node->memory().LoadU64(cn.buf + 64), 0x5eedu);
+  wc = Exec(cn.other_cn, cn.cq, Read(cn.buf + 128, cn.lkey(), 8, last.base, last.rkeys[1]));
+  EXPECT_EQ(wc.status, WcStatus::kRemAccessErr) << "a QP the CN did not name";
+
+  // No MN CPU after setup, and nothing posted: the WQEs ran again in place.
+  EXPECT_EQ(mn_->cpu().busy_ps(), busy) << "recycling must not run on the MN CPU";
+  EXPECT_EQ(mn_->cpu().BusyByCost(), by_cost);
+  EXPECT_EQ(cn.chain->alloc_qp()->next_send_index(), a_posted);
+  EXPECT_EQ(cn.chain->control_qp()->next_send_index(), c_posted);
+  EXPECT_EQ(cn.chain->requests_taken(), kAllocs);
+  EXPECT_EQ(cn.chain->worker_qp()->counters().send_wrs_executed,
+            uint64_t{kAllocs} * AllocChain::kWorkerWrs);
+  EXPECT_EQ(cn.chain->alloc_qp()->counters().send_wrs_executed,
+            uint64_t{kAllocs} * AllocChain::AllocSlotWrs(g_));
+  EXPECT_FALSE(cn.chain->Faulted());
+
+  // The MN unbinds the group that instance slot 0 bound last round (as a
+  // free would): its windows are free again, and the WQEs of slot 0 still
+  // named them until L8 put the placeholders back.
+  const uint32_t stale = kAllocs - kK;
+  Cq* inv_cq = mn_->CreateCq(16);
+  QpInitAttr ia;
+  ia.pd = data_pd_;
+  ia.send_cq = inv_cq;
+  ia.recv_cq = inv_cq;
+  ia.invalidate_any_qp = true;
+  Qp* inv = mn_->CreateQp(ia);
+  cluster_->Connect(inv, inv);
+  for (uint32_t k = 0; k < g_; ++k) {
+    SendWr li;
+    li.opcode = Opcode::kLocalInv;
+    li.invalidate_rkey = grants[stale].rkeys[k];
+    ASSERT_EQ(Exec(inv, inv_cq, li).status, WcStatus::kSuccess) << "MW " << k;
+    ASSERT_EQ(Window(stale, k)->state_, SimMw::State::kFree);
+  }
+
+  // Round 6 meets the empty queue: L6 faults and its error completion lets
+  // C enable the binds, which fail on the restored rkey 0 (not rebinding the
+  // stale, now free group); nothing is handed out, and the dead chain claims
+  // nothing more.
+  const Result<AllocGrant> r = Alloc(cn);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status.code(), Code::kLaneBroken) << r.status.ToString();
+  sim().Run();
+  EXPECT_TRUE(cn.chain->Faulted());
+  EXPECT_EQ(md_->LoadHead(), md_->ring_addr() + (kAllocs + 1) * kElementBytes);
+  for (uint32_t k = 0; k < g_; ++k) {
+    EXPECT_EQ(Window(stale, k)->state_, SimMw::State::kFree) << "stale bind of MW " << k;
+  }
+  for (uint32_t i = 0; i < kAllocs; ++i) {
+    if (i != stale) ExpectBoundTo(i, cn, grants[i]);
+  }
+  EXPECT_EQ(mn_->cpu().busy_ps(), busy);
+}
+
+TEST_F(AllocChainTest, ABadRequestInALaterRoundFaultsOnlyTheRequestersRecyclingChain) {
+  constexpr uint32_t kK = 4;
+  recycle_ = true;
+  Build(32, /*cns=*/2, /*g=*/3, kK);
+  Cn& bad = *cns_[0];
+  Cn& good = *cns_[1];
+  sim().Run();
+  const Ps busy = mn_->cpu().busy_ps();
+  for (uint32_t i = 0; i < kK + 1; ++i) {
+    const Result<AllocGrant> r = Alloc(bad);
+    ASSERT_TRUE(r.ok()) << i << ": " << r.status.ToString();
+  }
+  // Instance 5 (slot 1, second round) names a qpn that is no QP.
+  Result<AllocGrant> r;
+  cluster_->RunToCompletion(AllocInto(bad.client.get(), {bad.acc_mn[0]->qp_num(), 0xabcdef}, &r));
+  EXPECT_FALSE(r.ok());
+  sim().Run();
+  EXPECT_TRUE(bad.chain->Faulted());
+  const uint64_t head = md_->LoadHead();
+  EXPECT_EQ(head, md_->ring_addr() + (kK + 2) * kElementBytes) << "one claim for the bad request";
+  const uint32_t bad_entry = kK + 1;
+  EXPECT_EQ(md_->LoadEntry(bad_entry).owner_id, OwnerIdOfCn(0));
+  EXPECT_EQ(Window(bad_entry, 0)->qpn_, bad.free_mn->qp_num());
+  EXPECT_EQ(Window(bad_entry, 2)->state_, SimMw::State::kFree);
+  // The other CN is served for several rounds of its own chain.
+  std::set<uint64_t> handles;
+  for (uint32_t i = 0; i < 3 * kK; ++i) {
+    const Result<AllocGrant> g = Alloc(good);
+    ASSERT_TRUE(g.ok()) << i << ": " << g.status.ToString();
+    const uint32_t entry = kK + 2 + i;
+    EXPECT_EQ(g.value.handle, md_->entry_addr(entry));
+    ExpectBoundTo(entry, good, g.value);
+    EXPECT_TRUE(handles.insert(g.value.handle).second);
+  }
+  sim().Run();
+  EXPECT_FALSE(good.chain->Faulted());
+  EXPECT_EQ(md_->LoadHead(), head + 3 * kK * kElementBytes) << "the dead chain claimed nothing";
+  EXPECT_EQ(mn_->cpu().busy_ps(), busy);
+}
+
+TEST(OnesidedMwRecycle, SlotPaddingAndTheValuesTheCnScattersAreComputedOnce) {
+  EXPECT_EQ(AllocChain::AllocSlotWrs(3), 8u);
+  EXPECT_EQ(AllocChain::AllocSlotWrs(5), 8u);
+  EXPECT_EQ(AllocChain::AllocSlotWrs(6), 16u);
+  const std::vector<uint64_t> v0 = AllocChain::ControlValues(0, 3, true);
+  const std::vector<uint64_t> v5 = AllocChain::ControlValues(5, 3, true);
+  ASSERT_EQ(v0.size(), AllocChain::kControlWrsRecycle);
+  EXPECT_EQ(v5[1], 12u) << "two RECVs per request";
+  EXPECT_EQ(v5[11], 5u * 8 + 3) << "A's instance is padded to 8 WQEs";
+  EXPECT_EQ(v5[15], 16u * 7) << "C enables itself through the next instance";
 }
 
 }  // namespace

@@ -47,6 +47,13 @@ SendWr Enable(fabric::Qp* target, uint64_t index) {
   return w;
 }
 
+SendWr Nop() {  // padding: unsignaled, counted by no WAIT
+  SendWr w;
+  w.opcode = Opcode::kNop;
+  w.flags = 0;
+  return w;
+}
+
 SendWr LocalInv(uint64_t wr_id) {
   SendWr w;
   w.wr_id = wr_id;
@@ -65,6 +72,10 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   if (cfg.max_instances == 0) {
     throw std::invalid_argument("onesided_mw free chain: max_instances must be >= 1");
   }
+  if (cfg.recycle && (cfg.max_instances < 4 || !std::has_single_bit(cfg.max_instances))) {
+    throw std::invalid_argument(
+        "onesided_mw free chain: a recycling chain needs a power of two >= 4 instances");
+  }
   const uint32_t g = md->group_size();
   if (g > kMaxGroupSize) {
     throw std::invalid_argument("onesided_mw free chain: group size " + std::to_string(g) + " > " +
@@ -77,6 +88,7 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   ch->md_ = md;
   ch->cfg_ = cfg;
   const uint32_t n = cfg.max_instances;
+  const bool rec = cfg.recycle;
 
   // Counted only (the MN CPU never polls them); WAITs read the counts.
   ch->frcq_ = mn->CreateCq(n, /*ignore_overrun=*/true);
@@ -90,9 +102,9 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   f.send_cq = ch->fscq_;
   f.recv_cq = ch->frcq_;
   f.max_send_wr = n * kFreeWrs;
-  f.max_recv_wr = n;
+  f.max_recv_wr = n * (rec ? kRecvsPerRequestRecycle : 1);
   f.max_send_sge = 1;
-  f.max_recv_sge = 1;
+  f.max_recv_sge = rec ? fabric::kMaxSge : 1;
   f.access = fabric::kRemoteRead | fabric::kRemoteWrite;  // data through MW 0
   f.cross_channel = true;
   f.manage_send = true;
@@ -103,7 +115,7 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   u.pd = md->data_pd();
   u.send_cq = ch->ucq_;
   u.recv_cq = ch->ucq_;
-  u.max_send_wr = n * kUnbindWrs(g);
+  u.max_send_wr = n * (rec ? UnbindSlotWrs(g) : kUnbindWrs(g));
   u.max_recv_wr = 1;
   u.access = 0;
   u.cross_channel = true;
@@ -115,7 +127,7 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   l.pd = md->meta_pd();
   l.send_cq = ch->lcq_;
   l.recv_cq = ch->lcq_;
-  l.max_send_wr = n * kWorkerWrs;
+  l.max_send_wr = n * (rec ? kWorkerSlotWrs : kWorkerWrs);
   l.max_recv_wr = 1;
   l.max_send_sge = std::max<uint32_t>(8, 2 + 2 * g);
   l.cross_channel = true;
@@ -126,9 +138,10 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   c.pd = md->meta_pd();
   c.send_cq = ch->ccq_;
   c.recv_cq = ch->ccq_;
-  c.max_send_wr = n * kControlWrs;
+  c.max_send_wr = n * (rec ? kControlSlotWrs : kControlWrs);
   c.max_recv_wr = 1;
   c.cross_channel = true;
+  c.manage_send = rec;  // recycling: runs only as far as it enabled itself
   ch->c_ = mn->CreateQp(c);
 
   cluster->Connect(ch->u_, ch->u_);
@@ -143,6 +156,18 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   ch->l_ring_data_mr_ = co_await ring_mr(ch->l_, md->data_pd());
   ch->f_ring_meta_mr_ = co_await ring_mr(ch->f_, md->meta_pd());
   ch->u_ring_meta_mr_ = co_await ring_mr(ch->u_, md->meta_pd());
+  if (rec) {
+    fabric::QpInitAttr b;
+    b.pd = md->meta_pd();
+    b.send_cq = ch->ccq_;
+    b.recv_cq = ch->ccq_;
+    b.max_send_wr = 1;
+    b.max_recv_wr = 1;
+    b.cross_channel = true;
+    ch->boot_ = mn->CreateQp(b);
+    cluster->Connect(ch->boot_, ch->boot_);
+    ch->c_ring_data_mr_ = co_await ring_mr(ch->c_, md->data_pd());
+  }
 
   const uint64_t scratch_bytes = kScratchSlotsOff + kSlotBytes * n;
   ch->scratch_ = mn->memory().Alloc(scratch_bytes, 64);
@@ -153,9 +178,34 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   co_return ch;
 }
 
+std::vector<uint64_t> FreeChain::ControlValues(uint64_t s, uint32_t g, bool recycle) {
+  (void)g;
+  const uint64_t f0 = kFreeWrs * s;
+  const uint64_t l0 = (recycle ? kWorkerSlotWrs : kWorkerWrs) * s;
+  const uint64_t lc = kWorkerSignaled * s;
+  const uint64_t rq = recycle ? kRecvsPerRequestRecycle : 1;
+  std::vector<uint64_t> v = {lc,     rq * (s + 1), l0 + 1, lc + 1, f0 + 3,
+                             lc + 3, l0 + 4,       lc + 4, l0 + 7};
+  if (recycle) v.push_back(kControlSlotWrs * (s + 2));
+  return v;
+}
+
+std::vector<uint64_t> FreeChain::TailValues(uint64_t s, uint32_t g) {
+  const uint64_t u0 = UnbindSlotWrs(g) * s;
+  const uint64_t l0 = kWorkerSlotWrs * s;
+  return {2 * s + 1, u0 + kUnbindWrs(g),        uint64_t{g - 1} * (s + 1),
+          l0 + 3,    kWorkerSignaled * (s + 1), kFreeWrs * (s + 1)};
+}
+
 Task<void> FreeChain::Arm(uint32_t n) {
   if (f_->state() != QpState::kRts) {
     throw fabric::VerbsError(EINVAL, "onesided_mw free chain: Arm needs the Free QP connected");
+  }
+  const bool rec = cfg_.recycle;
+  if (rec && (armed_ != 0 || n != cfg_.max_instances)) {
+    throw fabric::VerbsError(EINVAL,
+                             "onesided_mw free chain: a recycling chain is armed once, with "
+                             "all max_instances instances");
   }
   const uint32_t g = md_->group_size();
   const uint32_t meta_rkey = md_->meta_mr()->rkey();
@@ -189,6 +239,8 @@ Task<void> FreeChain::Arm(uint32_t n) {
     for (uint32_t k = 1; k < g; ++k) Post(u_, LocalInv(tag | (0x30 + k)), "U LOCAL_INV MW k");
     Post(u_, Wait(ucq_, uint64_t{g - 1} * (s + 1)), "U WAIT invs");
     Post(u_, Enable(l_, l0 + 3), "U ENABLE L2-L3");
+    const uint32_t u_per = rec ? UnbindSlotWrs(g) : kUnbindWrs(g);
+    for (uint32_t k = kUnbindWrs(g); k < u_per; ++k) Post(u_, Nop(), "U NOP padding");
 
     // L1: READ the entry named by the request.
     {
@@ -254,32 +306,66 @@ Task<void> FreeChain::Arm(uint32_t n) {
     // L6, L7: once L5 is acknowledged, release the reply.
     Post(l_, Wait(lcq_, kWorkerSignaled * (s + 1)), "L6 WAIT element");
     Post(l_, Enable(f_, f0 + kFreeWrs), "L7 ENABLE reply");
+    if (rec) Post(l_, Nop(), "L NOP padding");
 
-    // The RECV that takes the CN's request.
-    {
-      RecvWr rr;
-      rr.wr_id = s;
-      rr.sg_list.push_back({l_wqe(0) + WqeLayout::kRemoteAddr, 8, l_ring_data_mr_->lkey()});
+    // The RECV(s) that take the CN's request.
+    auto post_recv = [&](const RecvWr& rr) {
       if (const int rc = f_->PostRecv(rr); rc != 0) {
         throw fabric::VerbsError(rc, "onesided_mw free chain: posting the RECV on qp " +
                                          std::to_string(f_->qp_num()) + " failed");
       }
+    };
+    if (rec) {
+      RecvWr rv;  // C's next instance: every gate's count or index
+      rv.wr_id = 2 * s;
+      const uint64_t c_next = kControlSlotWrs * ((s + 1) % cfg_.max_instances);
+      for (uint32_t i = 0; i < kControlWrs + 1; ++i) {
+        rv.sg_list.push_back(
+            {c_->SendWqeAddr(c_next + i) + WqeLayout::kOperand0, 8, c_ring_data_mr_->lkey()});
+      }
+      post_recv(rv);
+    }
+    {
+      RecvWr rr;
+      rr.wr_id = rec ? 2 * s + 1 : s;
+      rr.sg_list.push_back({l_wqe(0) + WqeLayout::kRemoteAddr, 8, l_ring_data_mr_->lkey()});
+      if (rec) {
+        const uint32_t fl = f_->wq_lkey(), ul = u_->wq_lkey(), ll = l_ring_data_mr_->lkey();
+        rr.sg_list.push_back({f_wqe(1) + WqeLayout::kOperand0, 8, fl});      // F.wait
+        rr.sg_list.push_back({f_wqe(2) + WqeLayout::kOperand0, 8, fl});      // F.enable
+        rr.sg_list.push_back({u_wqe(g - 1) + WqeLayout::kOperand0, 8, ul});  // U.wait
+        rr.sg_list.push_back({u_wqe(g) + WqeLayout::kOperand0, 8, ul});      // U.enable
+        rr.sg_list.push_back({l_wqe(5) + WqeLayout::kOperand0, 8, ll});      // L6
+        rr.sg_list.push_back({l_wqe(6) + WqeLayout::kOperand0, 8, ll});      // L7
+        rr.sg_list.push_back({f_->recv_doorbell_addr(), 4, fl});
+      }
+      post_recv(rr);
     }
 
     // C: the gates, all on L's CQ (L does not fault while healthy).
-    const uint64_t lc = kWorkerSignaled * s;
-    Post(c_, Wait(lcq_, lc), "WAIT previous instance");
-    Post(c_, Wait(frcq_, s + 1), "WAIT request");
-    Post(c_, Enable(l_, l0 + 1), "ENABLE L1");
-    Post(c_, Wait(lcq_, lc + 1), "WAIT L1");
-    Post(c_, Enable(f_, f0 + 3), "ENABLE F inv0");
-    Post(c_, Wait(lcq_, lc + 3), "WAIT L3");
-    Post(c_, Enable(l_, l0 + 4), "ENABLE L4");
-    Post(c_, Wait(lcq_, lc + 4), "WAIT L4");
-    Post(c_, Enable(l_, l0 + 7), "ENABLE L5-L7");
+    const std::vector<uint64_t> cv = ControlValues(s, g, rec);
+    Post(c_, Wait(lcq_, cv[0]), "WAIT previous instance");
+    Post(c_, Wait(frcq_, cv[1]), "WAIT request");
+    Post(c_, Enable(l_, cv[2]), "ENABLE L1");
+    Post(c_, Wait(lcq_, cv[3]), "WAIT L1");
+    Post(c_, Enable(f_, cv[4]), "ENABLE F inv0");
+    Post(c_, Wait(lcq_, cv[5]), "WAIT L3");
+    Post(c_, Enable(l_, cv[6]), "ENABLE L4");
+    Post(c_, Wait(lcq_, cv[7]), "WAIT L4");
+    Post(c_, Enable(l_, cv[8]), "ENABLE L5-L7");
+    if (rec) {
+      Post(c_, Enable(c_, cv[9]), "ENABLE C's next instance");
+      for (uint32_t k = kControlWrs + 1; k < kControlSlotWrs; ++k) Post(c_, Nop(), "C NOP padding");
+    }
 
     ++armed_;
-    co_await mn_->cpu().Work(cost_post_, 1 + kFreeWrs + kUnbindWrs(g) + kWorkerWrs + kControlWrs);
+    const uint32_t wrs = rec ? 2 + kFreeWrs + UnbindSlotWrs(g) + kWorkerSlotWrs + kControlSlotWrs
+                             : 1 + kFreeWrs + kUnbindWrs(g) + kWorkerWrs + kControlWrs;
+    co_await mn_->cpu().Work(cost_post_, wrs);
+  }
+  if (rec) {
+    Post(boot_, Enable(c_, kControlSlotWrs), "ENABLE C's first instance");
+    co_await mn_->cpu().Work(cost_post_, 1);
   }
 }
 
@@ -291,9 +377,20 @@ bool FreeChain::Faulted() const {
 // ---- CN side ------------------------------------------------------------------------
 
 FreeClient::FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,
-                       uint64_t buf_addr, fabric::Cq* send_cq)
-    : cn_(cn), rt_(rt), mr_(mr), buf_(buf_addr), send_cq_(send_cq) {
-  if (buf_addr < mr->addr() || buf_addr + 8 > mr->addr() + mr->length()) {
+                       uint64_t buf_addr, fabric::Cq* send_cq, uint32_t recycle_instances,
+                       uint32_t group_size)
+    : cn_(cn),
+      rt_(rt),
+      mr_(mr),
+      buf_(buf_addr),
+      send_cq_(send_cq),
+      recycle_(recycle_instances),
+      g_(group_size) {
+  const uint64_t bytes = recycle_ ? kRecycleBufferBytes : 8;
+  if (recycle_ && g_ == 0) {
+    throw std::invalid_argument("onesided_mw FreeClient: a recycling client needs the group size");
+  }
+  if (buf_addr < mr->addr() || buf_addr + bytes > mr->addr() + mr->length()) {
     throw std::invalid_argument("onesided_mw FreeClient: buffer outside its MR");
   }
   if (!send_cq_) send_cq_ = cn->CreateCq(64, /*ignore_overrun=*/true);
@@ -320,15 +417,42 @@ Task<Status> FreeClient::Free(uint64_t handle, Ps timeout) {
   if (qp_->state() == QpState::kErr) {
     co_return Status(Code::kLaneBroken, "onesided_mw free: the Free QP is in ERR");
   }
-  uint8_t req[8];
-  fabric::StoreBe64(req, handle);
-  cn_->memory().Write(buf_, req, 8);
+  const uint64_t seq = next_seq_++;
+  std::vector<uint8_t> req(8);
+  fabric::StoreBe64(req.data(), handle);
+  std::vector<SendWr> sends;
+  uint64_t req_addr = buf_;
+  if (recycle_) {
+    // The recycling chain's arguments (FreeChain's header).
+    const std::vector<uint64_t> cv = FreeChain::ControlValues(seq + 1, g_, true);
+    std::vector<uint8_t> vals(8 * cv.size());
+    for (size_t i = 0; i < cv.size(); ++i) fabric::StoreBe64(vals.data() + 8 * i, cv[i]);
+    cn_->memory().Write(buf_, vals.data(), vals.size());
+    SendWr v;
+    v.opcode = Opcode::kSend;
+    v.flags = 0;
+    v.sg_list = {{buf_, static_cast<uint32_t>(vals.size()), mr_->lkey()}};
+    sends.push_back(v);
+    for (const uint64_t t : FreeChain::TailValues(seq, g_)) {
+      req.resize(req.size() + 8);
+      fabric::StoreBe64(req.data() + req.size() - 8, t);
+    }
+    req.resize(req.size() + 4);
+    fabric::StoreBe32(
+        req.data() + req.size() - 4,
+        static_cast<uint32_t>(FreeChain::kRecvsPerRequestRecycle * (seq + 1 + recycle_)));
+    req_addr = buf_ + 128;
+  }
+  cn_->memory().Write(req_addr, req.data(), req.size());
   RecvWr rr;  // no SGEs: the reply carries no data
   SendWr s;
   s.opcode = Opcode::kSend;
   s.flags = 0;
-  s.sg_list = {{buf_, 8, mr_->lkey()}};
-  if (qp_->PostRecv(rr) != 0 || qp_->PostSend(s) != 0) {
+  s.sg_list = {{req_addr, static_cast<uint32_t>(req.size()), mr_->lkey()}};
+  sends.push_back(s);
+  bool posted = qp_->PostRecv(rr) == 0;
+  for (const SendWr& w : sends) posted = posted && qp_->PostSend(w) == 0;
+  if (!posted) {
     co_return Status(Code::kLaneBroken, "onesided_mw free: cannot post on the Free QP");
   }
   auto pending = std::make_shared<Pending>();

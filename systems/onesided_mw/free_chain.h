@@ -104,10 +104,35 @@
 // Recovery (MN CPU rebuilding a faulted chain, reclaiming a half-unbound
 // entry after a fault at U) is not written; Faulted() is what the MN CPU
 // would check.
+//
+// Recycling (FreeChainConfig::recycle): as the allocation chain's (see
+// alloc_chain.h): K = max_instances instances (a power of two >= 4) reused in
+// place; U's instance padded to bit_ceil(G+1), L's to 8, C's to 16 (its 9,
+// an ENABLE of itself through the next instance, unsignaled NOPs), with a
+// bootstrap QP that enables C's first instance. A free is two SENDs on the
+// Free QP, so F's RQ holds 2K RECVs:
+//   RECV 2s   (10 x 8 B)  the operand0 of C's WQEs of instance s+1
+//                         (ControlValues)
+//   RECV 2s+1 X -> L1.remote_addr, then F.wait's count, F.enable's index,
+//             U.wait's count, U.enable's index, L6's count, L7's index (all
+//             of instance s), and the RQ doorbell record (2(s+1) + 2K)
+// Stale fields: the LOCAL_INVs of a used instance keep the rkeys L1 read in
+// the last round until this round's L1 rewrites them. If this round's L1
+// faults (X outside the metadata MR) its error completion releases F.inv0
+// with last round's MW 0 rkey: it succeeds only if that group is again bound
+// to THIS CN's Free QP (the owner check still holds), so the damage stays
+// with the requester's own entry; L is in ERR, so the queue is untouched.
+// (Restoring rkey 0 would need a spare WR; the CN must not supply it: U's
+// LOCAL_INVs skip the qpn check.)
+// Trust (not defended), as for the allocation chain: a CN sending wrong
+// counts or indices can replay its chain's stale steps (e.g. L5 re-inserting
+// last round's handle). Tested only with honest CNs.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "fabric/node.h"
 #include "systems/onesided_mw/metadata.h"
@@ -117,6 +142,8 @@ namespace dmb::systems::onesided_mw {
 
 struct FreeChainConfig {
   uint32_t max_instances = 16;  // chain instances the rings hold at once
+  // Reuse the instances in place, re-armed by the CN's requests (see above).
+  bool recycle = false;
 };
 
 class FreeChain {
@@ -128,6 +155,17 @@ class FreeChain {
   static constexpr uint32_t kFreeWrs = 4;
   static constexpr uint32_t kUnbindWrs(uint32_t g) { return g + 1; }
   static constexpr uint32_t kControlWrs = 9;
+  // Recycling: per-instance WQE slots on U, L and C; RECVs per request.
+  static uint32_t UnbindSlotWrs(uint32_t g) { return std::bit_ceil(kUnbindWrs(g)); }
+  static constexpr uint32_t kWorkerSlotWrs = 8;
+  static constexpr uint32_t kControlSlotWrs = 16;
+  static constexpr uint32_t kRecvsPerRequestRecycle = 2;
+  // The operand0 of C's gates of instance s (10 when recycling: the 9 and
+  // C's ENABLE of itself), assuming the chain QPs start at index 0.
+  static std::vector<uint64_t> ControlValues(uint64_t s, uint32_t g, bool recycle);
+  // What a recycling CN sends after the handle for its s-th free: F.wait,
+  // F.enable, U.wait, U.enable, L6, L7 (u64 each), then the RQ doorbell.
+  static std::vector<uint64_t> TailValues(uint64_t s, uint32_t g);
   // L1 scatters 2 + 2G SGEs.
   static constexpr uint32_t kMaxGroupSize = 7;
 
@@ -146,7 +184,9 @@ class FreeChain {
   fabric::Qp* worker_qp() const { return l_; }
   fabric::Qp* control_qp() const { return c_; }
   uint64_t armed() const { return armed_; }
-  uint64_t requests_taken() const { return f_->counters().recvs_consumed; }
+  uint64_t requests_taken() const {
+    return f_->counters().recvs_consumed / (cfg_.recycle ? kRecvsPerRequestRecycle : 1);
+  }
   bool Faulted() const;
 
  private:
@@ -165,6 +205,8 @@ class FreeChain {
   fabric::Qp* u_ = nullptr;
   fabric::Qp* l_ = nullptr;
   fabric::Qp* c_ = nullptr;
+  fabric::Qp* boot_ = nullptr;            // recycling: enables C's first instance
+  fabric::Mr* c_ring_data_mr_ = nullptr;  // recycling: C's SQ ring, data PD (F's RECVs)
   fabric::Mr* l_ring_data_mr_ = nullptr;  // L's SQ ring, data PD (F's RECV writes L1)
   fabric::Mr* f_ring_meta_mr_ = nullptr;  // F's SQ ring, metadata PD (L1 writes inv0)
   fabric::Mr* u_ring_meta_mr_ = nullptr;  // U's SQ ring, metadata PD (L1 writes inv[k])
@@ -183,8 +225,12 @@ class FreeClient {
   // the WRs it posts itself (data through MW 0); the free request is
   // unsignaled and lands there only if it fails. Null: a counting-only CQ
   // (nothing stored, so the caller cannot poll it).
+  // Recycling chain (FreeChainConfig::recycle) with `recycle_instances`
+  // instances and groups of `group_size`: the buffer needs kRecycleBufferBytes.
   FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,
-             uint64_t buf_addr, fabric::Cq* send_cq = nullptr);
+             uint64_t buf_addr, fabric::Cq* send_cq = nullptr, uint32_t recycle_instances = 0,
+             uint32_t group_size = 0);
+  static constexpr uint64_t kRecycleBufferBytes = 256;
 
   fabric::Qp* qp() const { return qp_; }
   fabric::Cq* send_cq() const { return send_cq_; }
@@ -212,6 +258,9 @@ class FreeClient {
   fabric::Cq* send_cq_ = nullptr;
   fabric::Cq* recv_cq_ = nullptr;
   fabric::Qp* qp_ = nullptr;
+  uint32_t recycle_ = 0;
+  uint32_t g_ = 0;
+  uint64_t next_seq_ = 0;
 };
 
 }  // namespace dmb::systems::onesided_mw

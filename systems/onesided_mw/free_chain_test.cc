@@ -4,6 +4,7 @@
 // the MN CPU idle.
 #include "systems/onesided_mw/free_chain.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,10 +85,11 @@ class FreeChainTest : public SimFixture {
     cn->cq = cn->node->CreateCq(64);
     cn->buf = cn->node->memory().Alloc(1 << 16);
     cn->mr = RegMr(cn->node, cn->pd, cn->buf, 1 << 16);
+    const uint32_t rec = recycle_ ? instances : 0;
     cn->alloc =
-        std::make_unique<AllocClient>(cn->node, cn->pd, &rt(), cn->mr, cn->buf + 0x8000, g_);
+        std::make_unique<AllocClient>(cn->node, cn->pd, &rt(), cn->mr, cn->buf + 0x8000, g_, rec);
     cn->free = std::make_unique<FreeClient>(cn->node, cn->pd, &rt(), cn->mr, cn->buf + 0x7000,
-                                            cn->node->CreateCq(64));
+                                            cn->node->CreateCq(64), rec, g_);
     for (uint32_t k = 1; k < g_; ++k) {
       Qp* c = MakeQp(cn->node, cn->pd, cn->cq);
       Qp* m = MakeQp(mn_, data_pd_, mn_cq_);
@@ -97,6 +99,7 @@ class FreeChainTest : public SimFixture {
     }
     FreeChainConfig fc;
     fc.max_instances = instances;
+    fc.recycle = recycle_;
     cluster_->RunToCompletion([](SimCluster* cl, Metadata* md, FreeChainConfig fc,
                                  std::unique_ptr<FreeChain>* out) -> Task<void> {
       *out = co_await FreeChain::Create(cl, md, fc);
@@ -108,6 +111,7 @@ class FreeChainTest : public SimFixture {
     cc.free_qpn = cn->fchain->free_qp()->qp_num();
     cc.owner_id = OwnerIdOfCn(index);
     cc.max_instances = instances;
+    cc.recycle = recycle_;
     cluster_->RunToCompletion([](SimCluster* cl, Metadata* md, AllocChainConfig cc,
                                  std::unique_ptr<AllocChain>* out) -> Task<void> {
       *out = co_await AllocChain::Create(cl, md, cc);
@@ -192,6 +196,7 @@ class FreeChainTest : public SimFixture {
   }
 
   uint32_t g_ = 3;
+  bool recycle_ = false;  // both chains re-armed by the CN's requests
   Node* mn_ = nullptr;
   Pd* data_pd_ = nullptr;
   Cq* mn_cq_ = nullptr;
@@ -430,6 +435,93 @@ TEST_F(FreeChainTest, AFreeFaultingAtMwKStopsTheChainBeforeTheQueue) {
   // No reply reached the CN.
   WorkCompletion wc;
   EXPECT_EQ(cn.free->recv_cq()->Poll(std::span<WorkCompletion>(&wc, 1)), 0);
+}
+
+// ---- Recycling: both chains re-armed by the CN's requests, no MN CPU -----------
+
+TEST_F(FreeChainTest, RecyclingChainsAllocateAndFreeForManyRoundsWithoutTheMnCpu) {
+  constexpr uint32_t kK = 4;
+  constexpr uint32_t kLaps = 4 * kK;  // each lap: 2 allocations, 2 frees
+  recycle_ = true;
+  Build(/*entries=*/4, /*cns=*/1, /*g=*/3, kK);
+  Cn& cn = *cns_[0];
+  sim().Run();
+  const Ps busy = mn_->cpu().busy_ps();
+  const auto by_cost = mn_->cpu().BusyByCost();
+  for (uint32_t lap = 0; lap < kLaps; ++lap) {
+    std::vector<AllocGrant> held;
+    for (int j = 0; j < 2; ++j) {
+      const Result<AllocGrant> r = Alloc(cn);
+      ASSERT_TRUE(r.ok()) << "lap " << lap << " allocation " << j << ": " << r.status.ToString();
+      held.push_back(r.value);
+    }
+    ASSERT_NE(held[0].handle, held[1].handle) << "lap " << lap;
+    for (const AllocGrant& a : held) {
+      const uint32_t e =
+          static_cast<uint32_t>((a.handle - md_->entry_addr(0)) / md_->layout().entry_stride);
+      ASSERT_EQ(md_->entry_addr(e), a.handle);
+      ExpectBoundTo(e, cn, a);
+      EXPECT_EQ(md_->LoadEntry(e).owner_id, OwnerIdOfCn(0));
+    }
+    ExpectUsable(cn, held[lap % 2], 0x1000 + lap);
+    // Free in alternating order, so the queue's order keeps changing.
+    for (int j = 0; j < 2; ++j) {
+      const AllocGrant& a = held[(lap + j) % 2];
+      const Status s = Free(cn, a.handle);
+      ASSERT_TRUE(s.ok()) << "lap " << lap << " free " << j << ": " << s.ToString();
+      const uint32_t e =
+          static_cast<uint32_t>((a.handle - md_->entry_addr(0)) / md_->layout().entry_stride);
+      ExpectUnbound(e);
+      EXPECT_EQ(md_->LoadEntry(e).owner_id, kNoOwner);
+    }
+  }
+  sim().Run();
+  // 32 allocations and 32 frees through 4 pre-posted instances each.
+  EXPECT_EQ(cn.achain->requests_taken(), 2u * kLaps);
+  EXPECT_EQ(cn.fchain->requests_taken(), 2u * kLaps);
+  EXPECT_EQ(md_->LoadHead(), md_->LoadTail()) << "every claimed element was refilled";
+  std::vector<uint64_t> in_queue;
+  for (uint32_t i = 0; i < 4; ++i) in_queue.push_back(md_->LoadElement(i));
+  std::sort(in_queue.begin(), in_queue.end());
+  for (uint32_t e = 0; e < 4; ++e) {
+    EXPECT_EQ(in_queue[e], md_->entry_addr(e)) << "each entry exactly once in the queue";
+    ExpectUnbound(e);
+  }
+  EXPECT_FALSE(cn.achain->Faulted());
+  EXPECT_FALSE(cn.fchain->Faulted());
+  EXPECT_EQ(mn_->cpu().busy_ps(), busy) << "recycling must not run on the MN CPU";
+  EXPECT_EQ(mn_->cpu().BusyByCost(), by_cost);
+}
+
+TEST_F(FreeChainTest, ARecyclingFreeChainStillRefusesANonOwnerInALaterRound) {
+  constexpr uint32_t kK = 4;
+  recycle_ = true;
+  Build(/*entries=*/8, /*cns=*/2, /*g=*/3, kK);
+  Cn& c0 = *cns_[0];
+  Cn& c1 = *cns_[1];
+  // CN 0 goes round its free chain once and a bit (5 frees).
+  for (uint32_t i = 0; i < kK + 1; ++i) {
+    const Result<AllocGrant> r = Alloc(c0);
+    ASSERT_TRUE(r.ok()) << i << ": " << r.status.ToString();
+    ASSERT_TRUE(Free(c0, r.value.handle).ok()) << i;
+  }
+  const Result<AllocGrant> theirs = Alloc(c1);
+  ASSERT_TRUE(theirs.ok()) << theirs.status.ToString();
+  sim().Run();
+  const Snapshot before = Snap();
+  ExpectRefused(Free(c0, theirs.value.handle));
+  sim().Run();
+  EXPECT_TRUE(c0.fchain->Faulted());
+  EXPECT_EQ(Snap(), before) << "the refused free changed nothing";
+  ExpectUsable(c1, theirs.value, 0x77);
+  // CN 1's chains keep working for more than their instances.
+  ASSERT_TRUE(Free(c1, theirs.value.handle).ok());
+  for (uint32_t i = 0; i < kK + 1; ++i) {
+    const Result<AllocGrant> r = Alloc(c1);
+    ASSERT_TRUE(r.ok()) << i << ": " << r.status.ToString();
+    ASSERT_TRUE(Free(c1, r.value.handle).ok()) << i;
+  }
+  EXPECT_FALSE(c1.fchain->Faulted());
 }
 
 }  // namespace
