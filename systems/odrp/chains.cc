@@ -54,6 +54,20 @@ SendWr SwapRead(uint64_t src, uint32_t src_rkey, uint64_t dst, uint32_t dst_lkey
   return w;
 }
 
+// READ of an 8-byte entry as FETCH_ADD 0: the same bytes land at `dst` (the
+// RNIC returns the word as it is in memory), the entry is unchanged, and an
+// address that is not 8-byte aligned fails (REM_INV_REQ) instead of reading
+// across two entries ([ODRP] §4.5.2 "misaligned tt_addr").
+SendWr AtomicRead(uint64_t src, uint32_t src_rkey, uint64_t dst, uint32_t dst_lkey) {
+  SendWr w;
+  w.opcode = Opcode::kFetchAndAdd;
+  w.remote_addr = src;
+  w.rkey = src_rkey;
+  w.compare_add = 0;
+  w.sg_list = {{dst, 8, dst_lkey}};
+  return w;
+}
+
 void Post(fabric::Qp* qp, const SendWr& wr, const char* what) {
   if (const int rc = qp->PostSend(wr); rc != 0) {
     throw fabric::VerbsError(rc, std::string("odrp chain: posting ") + what + " on qp " +
@@ -79,16 +93,41 @@ struct Target {
   uint32_t wqe;
 };
 std::vector<Target> RearmTargets(ChainKind kind) {
-  if (kind == ChainKind::kLoad) return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {1, 1}, {1, 2}};
-  return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {0, 7}, {1, 1}, {1, 2}};
+  switch (kind) {
+    case ChainKind::kLoad:
+      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {1, 1}, {1, 2}};
+    case ChainKind::kUnmappedStore:
+      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {0, 7}, {1, 1}, {1, 2}};
+    case ChainKind::kMappedStore:
+      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {0, 2}, {1, 1}, {1, 2}};
+    case ChainKind::kInvalidate:
+      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5},
+              {2, 6}, {2, 7}, {0, 9}, {1, 1}, {1, 2}};
+  }
+  throw std::logic_error("odrp chain: unknown kind");
 }
 
-// Signaled L completions per Unmapped Store instance (U1..U7).
+// Signaled L completions per instance: Unmapped Store (U1..U7), Mapped
+// Store (M1, M2), Invalidate (V1..V9).
 constexpr uint64_t kStoreLCompletions = 7;
+constexpr uint64_t kMappedStoreLCompletions = 2;
+constexpr uint64_t kInvalidateLCompletions = 9;
 
 }  // namespace
 
-const char* ChainKindName(ChainKind k) { return k == ChainKind::kLoad ? "load" : "unmapped_store"; }
+const char* ChainKindName(ChainKind k) {
+  switch (k) {
+    case ChainKind::kLoad:
+      return "load";
+    case ChainKind::kUnmappedStore:
+      return "unmapped_store";
+    case ChainKind::kMappedStore:
+      return "mapped_store";
+    case ChainKind::kInvalidate:
+      return "invalidate";
+  }
+  return "?";
+}
 
 ChainGeometry ChainGeometry::For(ChainKind kind, uint32_t slots) {
   if (slots < 4 || !std::has_single_bit(slots)) {
@@ -100,10 +139,19 @@ ChainGeometry ChainGeometry::For(ChainKind kind, uint32_t slots) {
   ChainGeometry g;
   g.kind = kind;
   g.slots = slots;
-  if (kind == ChainKind::kLoad) {
-    g.l_wrs = 1, g.r_wrs = 4, g.c_wrs = 4;
-  } else {
-    g.l_wrs = 8, g.r_wrs = 4, g.c_wrs = 8;
+  switch (kind) {
+    case ChainKind::kLoad:
+      g.l_wrs = 1, g.r_wrs = 4, g.c_wrs = 4;
+      break;
+    case ChainKind::kUnmappedStore:
+      g.l_wrs = 8, g.r_wrs = 4, g.c_wrs = 8;
+      break;
+    case ChainKind::kMappedStore:
+      g.l_wrs = 4, g.r_wrs = 4, g.c_wrs = 4;
+      break;
+    case ChainKind::kInvalidate:
+      g.l_wrs = 16, g.r_wrs = 4, g.c_wrs = 8;
+      break;
   }
   return g;
 }
@@ -117,6 +165,34 @@ std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m) {
         m + 1,              // C2 WAIT lcq: L0 landed
         (m + 1) * g.r_wrs,  // C3 ENABLE R0..R3
         m + 1,              // R1 WAIT rscq: R0 acknowledged
+        (m + 2) * g.c_wrs,  // R2 ENABLE C's next instance
+    };
+  }
+  if (kind == ChainKind::kMappedStore) {
+    const uint64_t lc = kMappedStoreLCompletions * m;
+    return {
+        m + 1,              // C0 WAIT rcq
+        m * g.l_wrs + 1,    // C1 ENABLE M1
+        lc + 1,             // C2 WAIT lcq: M1 landed
+        (m + 1) * g.l_wrs,  // C3 ENABLE M2..L3
+        (m + 1) * g.r_wrs,  // L2 ENABLE R0..R3
+        m + 1,              // R1 WAIT rscq
+        (m + 2) * g.c_wrs,  // R2 ENABLE C's next instance
+    };
+  }
+  if (kind == ChainKind::kInvalidate) {
+    const uint64_t lc = kInvalidateLCompletions * m;
+    return {
+        m + 1,              // C0 WAIT rcq
+        m * g.l_wrs + 2,    // C1 ENABLE V1, V2
+        lc + 2,             // C2 WAIT lcq: V1, V2 landed
+        m * g.l_wrs + 3,    // C3 ENABLE V3
+        lc + 3,             // C4 WAIT lcq: V3 landed
+        m * g.l_wrs + 6,    // C5 ENABLE V4..V6
+        lc + 6,             // C6 WAIT lcq: V6 landed
+        (m + 1) * g.l_wrs,  // C7 ENABLE V7..L15
+        (m + 1) * g.r_wrs,  // L9 ENABLE R0..R3
+        m + 1,              // R1 WAIT rscq
         (m + 2) * g.c_wrs,  // R2 ENABLE C's next instance
     };
   }
@@ -204,7 +280,10 @@ Task<const CnTable*> OdrpMn::AddCn(uint64_t swap_pages) {
   t->entries = swap_pages;
   t->tt_base = mn_->memory().Alloc(swap_pages * kTtEntryBytes, 64);
   mn_->memory().Fill(t->tt_base, 0, swap_pages * kTtEntryBytes);  // all unmapped
-  t->mr = co_await mn_->RegMr(pd_, t->tt_base, swap_pages * kTtEntryBytes, kRwAccess);
+  // Remote atomic too: Mapped Store and Invalidate read the entry with a
+  // FETCH_ADD of 0, whose 8-byte alignment rule rejects a misaligned tt_addr.
+  t->mr = co_await mn_->RegMr(pd_, t->tt_base, swap_pages * kTtEntryBytes,
+                              kRwAccess | fabric::kRemoteAtomic);
   cns_.push_back(std::move(t));
   co_return cns_.back().get();
 }
@@ -255,7 +334,8 @@ Task<std::unique_ptr<Chain>> Chain::Create(OdrpMn* mn, const CnTable* cn, ChainK
   l.recv_cq = c->lcq_;
   l.max_send_wr = g.slots * g.l_wrs;
   l.max_recv_wr = 1;
-  l.max_send_sge = kind == ChainKind::kLoad ? 1 : 8;  // EndianSwap: 8 one-byte SGEs
+  const bool swaps = kind == ChainKind::kUnmappedStore || kind == ChainKind::kInvalidate;
+  l.max_send_sge = swaps ? 8 : 1;  // EndianSwap: 8 one-byte SGEs
   l.cross_channel = true;
   l.manage_send = true;
   c->l_ = n->CreateQp(l);
@@ -281,13 +361,15 @@ Task<std::unique_ptr<Chain>> Chain::Create(OdrpMn* mn, const CnTable* cn, ChainK
   }
   mn->cluster()->Connect(c->l_, c->l_);
   mn->cluster()->Connect(c->c_, c->c_);
-  if (kind == ChainKind::kUnmappedStore) {
+  if (kind != ChainKind::kLoad) {
     fabric::Memory& mem = n->memory();
-    c->scratch_ = mem.Alloc(8ull * g.slots, 64);
-    mem.Fill(c->scratch_, 0, 8ull * g.slots);
-    c->staging_ = mem.Alloc(kPageBytes * g.slots, kPageBytes);
-    c->scratch_mr_ = co_await n->RegMr(mn->pd(), c->scratch_, 8ull * g.slots,
+    c->scratch_ = mem.Alloc(24ull * g.slots, 64);  // faa[], ta[], chk[]
+    mem.Fill(c->scratch_, 0, 24ull * g.slots);
+    c->scratch_mr_ = co_await n->RegMr(mn->pd(), c->scratch_, 24ull * g.slots,
                                        fabric::kLocalWrite | fabric::kRemoteRead);
+  }
+  if (kind == ChainKind::kUnmappedStore || kind == ChainKind::kMappedStore) {
+    c->staging_ = n->memory().Alloc(kPageBytes * g.slots, kPageBytes);
     c->staging_mr_ = co_await n->RegMr(mn->pd(), c->staging_, kPageBytes * g.slots,
                                        fabric::kLocalWrite | fabric::kRemoteRead);
   }
@@ -329,7 +411,7 @@ void Chain::BuildLoad(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r
 void Chain::BuildStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
                        std::vector<SendWr>* c, RecvWr* rr) const {
   const uint64_t l0 = uint64_t{s} * geo_.l_wrs, r0 = uint64_t{s} * geo_.r_wrs;
-  const uint64_t faa = scratch_ + 8ull * s;
+  const uint64_t faa = faa_addr(s);
   const uint32_t meta_key = mn_->meta_mr()->rkey();
   const uint32_t lwq = l_->wq_lkey();
   const uint64_t tag = uint64_t{s} << 8;
@@ -387,24 +469,136 @@ void Chain::BuildStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* 
   SendWr en = Enable(r_);
   en.flags = fabric::kFence;
   l->push_back(en);
-  // R0: the notification.
+  BuildNotify(s, r);
+  c->push_back(Wait(rcq_));  // C0
+  c->push_back(Enable(l_));  // C1
+  c->push_back(Wait(lcq_));  // C2
+  c->push_back(Enable(l_));  // C3
+  c->push_back(Wait(lcq_));  // C4
+  c->push_back(Enable(l_));  // C5
+  c->push_back(Nop());       // C6
+  c->push_back(Nop());       // C7
+  rr->sg_list = {{Wqe(kL, l0 + 4) + WqeLayout::kRemoteAddr, 8, lwq},
+                 {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
+}
+
+void Chain::BuildNotify(uint32_t s, std::vector<SendWr>* r) const {
+  // R0: the notification (0 bytes, imm = seq).
   SendWr n;
-  n.wr_id = tag | 0x20;
+  n.wr_id = uint64_t{s} << 8 | 0x20;
   n.opcode = Opcode::kWriteWithImm;
   n.imm_data = 0;  // <- RECV (seq)
   r->push_back(n);
   r->push_back(Wait(rscq_));  // R1
   r->push_back(Enable(c_));   // R2
   r->push_back(Nop());        // R3
-  c->push_back(Wait(rcq_));   // C0
-  c->push_back(Enable(l_));   // C1
-  c->push_back(Wait(lcq_));   // C2
-  c->push_back(Enable(l_));   // C3
-  c->push_back(Wait(lcq_));   // C4
-  c->push_back(Enable(l_));   // C5
-  c->push_back(Nop());        // C6
-  c->push_back(Nop());        // C7
-  rr->sg_list = {{Wqe(kL, l0 + 4) + WqeLayout::kRemoteAddr, 8, lwq},
+}
+
+void Chain::BuildMappedStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
+                             std::vector<SendWr>* c, RecvWr* rr) const {
+  const uint64_t l0 = uint64_t{s} * geo_.l_wrs, r0 = uint64_t{s} * geo_.r_wrs;
+  const uint32_t lwq = l_->wq_lkey();
+  const uint64_t tag = uint64_t{s} << 8;
+  // M1: the TT entry (the mapped page's address, BE) -> M2's local address.
+  SendWr m1 = AtomicRead(0 /* <- RECV: tt_addr */, cn_->mr->rkey(),
+                         Wqe(kL, l0 + 1) + WqeLayout::SegAddr(0), lwq);
+  m1.wr_id = tag | 1;
+  l->push_back(m1);
+  // M2: store the page in place (staging -> page).
+  SendWr m2;
+  m2.wr_id = tag | 2;
+  m2.opcode = Opcode::kRead;
+  m2.sg_list = {{0 /* <- M1 */, static_cast<uint32_t>(kPageBytes), mn_->pool_mr()->lkey()}};
+  m2.remote_addr = staging_addr(s);
+  m2.rkey = staging_mr_->rkey();
+  l->push_back(m2);
+  // L2: release the notification once M2 completed.
+  SendWr en = Enable(r_);
+  en.flags = fabric::kFence;
+  l->push_back(en);
+  l->push_back(Nop());  // L3
+  BuildNotify(s, r);
+  c->push_back(Wait(rcq_));  // C0
+  c->push_back(Enable(l_));  // C1
+  c->push_back(Wait(lcq_));  // C2
+  c->push_back(Enable(l_));  // C3
+  rr->sg_list = {{Wqe(kL, l0) + WqeLayout::kRemoteAddr, 8, lwq},
+                 {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
+}
+
+void Chain::BuildInvalidate(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
+                            std::vector<SendWr>* c, RecvWr* rr) const {
+  const uint64_t l0 = uint64_t{s} * geo_.l_wrs, r0 = uint64_t{s} * geo_.r_wrs;
+  const uint32_t meta_key = mn_->meta_mr()->rkey();
+  const uint32_t lwq = l_->wq_lkey();
+  const uint64_t tag = uint64_t{s} << 8;
+  auto read = [&](uint64_t id, uint64_t src, uint32_t rkey, uint64_t dst, uint32_t lkey) {
+    SendWr w;
+    w.wr_id = tag | id;
+    w.opcode = Opcode::kRead;
+    w.remote_addr = src;
+    w.rkey = rkey;
+    w.sg_list = {{dst, 8, lkey}};
+    return w;
+  };
+  // V1, V2: tt_addr (one copy from the CN) into V3 and V7.
+  l->push_back(
+      read(1, ta_addr(s), scratch_mr_->rkey(), Wqe(kL, l0 + 2) + WqeLayout::kRemoteAddr, lwq));
+  l->push_back(
+      read(2, ta_addr(s), scratch_mr_->rkey(), Wqe(kL, l0 + 6) + WqeLayout::kRemoteAddr, lwq));
+  // V3: the TT entry (the page address, BE) -> V4's remote address.
+  SendWr v3 =
+      AtomicRead(0 /* <- V1 */, cn_->mr->rkey(), Wqe(kL, l0 + 3) + WqeLayout::kRemoteAddr, lwq);
+  v3.wr_id = tag | 3;
+  l->push_back(v3);
+  // V4: the check: the entry must name a pool page (0 fails the bounds check).
+  l->push_back(read(4, 0 /* <- V3 */, mn_->pool_mr()->rkey(), chk_addr(s), scratch_mr_->lkey()));
+  // V5: claim the tail element, only after the check passed.
+  SendWr f;
+  f.wr_id = tag | 5;
+  f.opcode = Opcode::kMaskedFetchAndAdd;
+  f.flags = fabric::kSignaled | fabric::kFence;
+  f.remote_addr = mn_->tail_addr();
+  f.rkey = meta_key;
+  f.compare_add = kElementBytes;
+  f.swap = mn_->layout().BoundaryMask();
+  f.sg_list = {{faa_addr(s), 8, scratch_mr_->lkey()}};
+  l->push_back(f);
+  // V6: EndianSwap the old tail into V8's remote address.
+  SendWr v6 =
+      SwapRead(faa_addr(s), scratch_mr_->rkey(), Wqe(kL, l0 + 7) + WqeLayout::kRemoteAddr, lwq);
+  v6.wr_id = tag | 6;
+  v6.flags = fabric::kSignaled | fabric::kFence;
+  l->push_back(v6);
+  // V7: unmap (zero the TT entry).
+  SendWr v7;
+  v7.wr_id = tag | 7;
+  v7.opcode = Opcode::kWrite;
+  v7.sg_list = {{mn_->zero_addr(), 8, mn_->meta_mr()->lkey()}};
+  v7.remote_addr = 0;  // <- V2
+  v7.rkey = cn_->mr->rkey();
+  l->push_back(v7);
+  // V8: enqueue: *old_tail = page address (V4's remote address field, BE).
+  SendWr v8;
+  v8.wr_id = tag | 8;
+  v8.opcode = Opcode::kWrite;
+  v8.sg_list = {{Wqe(kL, l0 + 3) + WqeLayout::kRemoteAddr, 8, lwq}};
+  v8.remote_addr = 0;  // <- V6
+  v8.rkey = meta_key;
+  l->push_back(v8);
+  // V9: a READ after V7, V8, so that L9's FENCE orders the notification.
+  l->push_back(read(9, mn_->zero_addr(), meta_key, chk_addr(s), scratch_mr_->lkey()));
+  // L9: release the notification once V9 completed.
+  SendWr en = Enable(r_);
+  en.flags = fabric::kFence;
+  l->push_back(en);
+  while (l->size() % geo_.l_wrs != 0) l->push_back(Nop());  // L10..L15
+  BuildNotify(s, r);
+  for (int i = 0; i < 4; ++i) {
+    c->push_back(Wait(i == 0 ? rcq_ : lcq_));  // C0, C2, C4, C6
+    c->push_back(Enable(l_));                  // C1, C3, C5, C7
+  }
+  rr->sg_list = {{ta_addr(s), 8, scratch_mr_->lkey()},
                  {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
 }
 
@@ -419,10 +613,19 @@ Task<void> Chain::Arm() {
     std::vector<SendWr> wr[3];
     RecvWr rr;
     rr.wr_id = s;
-    if (geo_.kind == ChainKind::kLoad) {
-      BuildLoad(s, &wr[kL], &wr[kR], &wr[kC], &rr);
-    } else {
-      BuildStore(s, &wr[kL], &wr[kR], &wr[kC], &rr);
+    switch (geo_.kind) {
+      case ChainKind::kLoad:
+        BuildLoad(s, &wr[kL], &wr[kR], &wr[kC], &rr);
+        break;
+      case ChainKind::kUnmappedStore:
+        BuildStore(s, &wr[kL], &wr[kR], &wr[kC], &rr);
+        break;
+      case ChainKind::kMappedStore:
+        BuildMappedStore(s, &wr[kL], &wr[kR], &wr[kC], &rr);
+        break;
+      case ChainKind::kInvalidate:
+        BuildInvalidate(s, &wr[kL], &wr[kR], &wr[kC], &rr);
+        break;
     }
     // Lap-0 values of this instance, from the same function the CN uses.
     const std::vector<uint64_t> v = RearmValues(geo_.kind, s);
@@ -445,7 +648,7 @@ Task<void> Chain::Arm() {
                             qp(role)->wq_lkey()});
     }
     rr.sg_list.push_back({r_->recv_doorbell_addr(), 4, r_->wq_lkey()});
-    if (geo_.kind == ChainKind::kUnmappedStore) {
+    if (staging_mr_ != nullptr) {
       rr.sg_list.push_back(
           {staging_addr(s), static_cast<uint32_t>(kPageBytes), staging_mr_->lkey()});
     }
@@ -564,25 +767,47 @@ Task<Status> ChainClient::Load(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst
   co_return co_await Invoke(std::move(payload), static_cast<uint32_t>(kPageBytes), timeout);
 }
 
-Task<Status> ChainClient::UnmappedStore(uint64_t tt_addr, uint64_t src_addr, uint32_t src_lkey,
-                                        Ps timeout) {
-  if (geo_.kind != ChainKind::kUnmappedStore) {
-    co_return Status(Code::kUnsupported, "odrp: UnmappedStore on a non-store chain");
+Task<Status> ChainClient::SendHeader(ChainKind kind, uint64_t tt_addr, uint64_t src_addr,
+                                     uint32_t src_lkey, Ps timeout) {
+  if (geo_.kind != kind) {
+    co_return Status(Code::kUnsupported, std::string("odrp: ") + ChainKindName(kind) + " on a " +
+                                             ChainKindName(geo_.kind) + " chain");
   }
   if (busy_) co_return BusyStatus();
   const std::vector<uint8_t> h = EncodeHeader(geo_, next_, tt_addr);
   cn_->memory().Write(hdr_, h.data(), h.size());
   std::vector<Sge> payload;
   payload.push_back({hdr_, static_cast<uint32_t>(h.size()), hdr_mr_->lkey()});
-  payload.push_back({src_addr, static_cast<uint32_t>(kPageBytes), src_lkey});
+  if (kind != ChainKind::kInvalidate) {
+    payload.push_back({src_addr, static_cast<uint32_t>(kPageBytes), src_lkey});
+  }
   co_return co_await Invoke(std::move(payload), 0, timeout);
+}
+
+Task<Status> ChainClient::UnmappedStore(uint64_t tt_addr, uint64_t src_addr, uint32_t src_lkey,
+                                        Ps timeout) {
+  co_return co_await SendHeader(ChainKind::kUnmappedStore, tt_addr, src_addr, src_lkey, timeout);
+}
+
+Task<Status> ChainClient::MappedStore(uint64_t tt_addr, uint64_t src_addr, uint32_t src_lkey,
+                                      Ps timeout) {
+  co_return co_await SendHeader(ChainKind::kMappedStore, tt_addr, src_addr, src_lkey, timeout);
+}
+
+Task<Status> ChainClient::Invalidate(uint64_t tt_addr, Ps timeout) {
+  co_return co_await SendHeader(ChainKind::kInvalidate, tt_addr, 0, 0, timeout);
 }
 
 // ---- SwapClient --------------------------------------------------------------------
 
 SwapClient::SwapClient(ChainClient* load, ChainClient* unmapped_store, uint64_t tt_base,
-                       uint64_t swap_pages)
-    : load_(load), ustore_(unmapped_store), tt_base_(tt_base), mapped_(swap_pages, false) {}
+                       uint64_t swap_pages, ChainClient* mapped_store, ChainClient* invalidate)
+    : load_(load),
+      ustore_(unmapped_store),
+      mstore_(mapped_store),
+      inval_(invalidate),
+      tt_base_(tt_base),
+      mapped_(swap_pages, false) {}
 
 bool SwapClient::mapped(uint64_t swap_addr) const {
   const uint64_t i = swap_addr / kPageBytes;
@@ -601,13 +826,16 @@ Status SwapClient::CheckAddr(uint64_t swap_addr) const {
 Task<Status> SwapClient::Store(uint64_t swap_addr, uint64_t src_addr, uint32_t src_lkey,
                                Ps timeout) {
   if (Status st = CheckAddr(swap_addr); !st.ok()) co_return st;
+  const uint64_t tt = TtEntryAddr(tt_base_, swap_addr);
   if (mapped(swap_addr)) {
-    co_return Status(Code::kUnsupported,
-                     "odrp: the Mapped Store chain is not written yet (swap page " +
-                         std::to_string(swap_addr / kPageBytes) + " is mapped)");
+    if (mstore_ == nullptr) {
+      co_return Status(Code::kUnsupported, "odrp: no Mapped Store chain (swap page " +
+                                               std::to_string(swap_addr / kPageBytes) +
+                                               " is mapped)");
+    }
+    co_return co_await mstore_->MappedStore(tt, src_addr, src_lkey, timeout);
   }
-  Status st = co_await ustore_->UnmappedStore(TtEntryAddr(tt_base_, swap_addr), src_addr, src_lkey,
-                                              timeout);
+  Status st = co_await ustore_->UnmappedStore(tt, src_addr, src_lkey, timeout);
   if (st.ok()) mapped_[swap_addr / kPageBytes] = true;
   co_return st;
 }
@@ -621,6 +849,19 @@ Task<Status> SwapClient::Load(uint64_t swap_addr, uint64_t dst_addr, uint32_t ds
         "odrp: swap page " + std::to_string(swap_addr / kPageBytes) + " was never stored");
   }
   co_return co_await load_->Load(TtEntryAddr(tt_base_, swap_addr), dst_addr, dst_rkey, timeout);
+}
+
+Task<Status> SwapClient::Invalidate(uint64_t swap_addr, Ps timeout) {
+  if (Status st = CheckAddr(swap_addr); !st.ok()) co_return st;
+  if (inval_ == nullptr) co_return Status(Code::kUnsupported, "odrp: no Invalidate chain");
+  if (!mapped(swap_addr)) {
+    co_return Status(Code::kInvalidArgument, "odrp: swap page " +
+                                                 std::to_string(swap_addr / kPageBytes) +
+                                                 " is not mapped (nothing to invalidate)");
+  }
+  Status st = co_await inval_->Invalidate(TtEntryAddr(tt_base_, swap_addr), timeout);
+  if (st.ok()) mapped_[swap_addr / kPageBytes] = false;
+  co_return st;
 }
 
 }  // namespace dmb::systems::odrp

@@ -5,8 +5,7 @@
 // request arguments (client-assisted recycling, [ODRP] §4.4), so a chain
 // serves any number of requests with `slots` pre-posted instances.
 //
-// Written: Load and Unmapped Store. Not written yet: Mapped Store,
-// Invalidate (see the end of this comment).
+// Written: Load, Unmapped Store, Mapped Store, Invalidate.
 //
 // ---- QPs per chain (all on the MN, in the MN's one PD) ----------------------
 //   R  CN-facing (connected to the CN's chain QP). RQ: one RECV per slot takes
@@ -85,6 +84,67 @@
 //   WRITEs the FENCE does not cover; on the loopback QP their responder
 //   faults (moving L to ERR) when they arrive, long before U7 completes.
 //
+// ---- MappedStore(tt_addr, page, seq) ([ODRP] §4.3 "Mapped page store") -------
+//   RECV   (R)  args -> L0.remote_addr (tt_addr), R0.imm (seq); re-arm values
+//               -> instance n-2; the 4 KB page -> staging[s]
+//   C0  WAIT rcq >= n+1
+//   C1  SEND_ENABLE L -> 4n+1
+//   L0  M1 FETCH_ADD 0 on the TT entry (rkey tt[c]) -> L1.sge[0].addr
+//          (the page address, BE): a READ that refuses a misaligned tt_addr
+//          (atomics must be 8-byte aligned: REM_INV_REQ, L goes to ERR)
+//   C2  WAIT lcq >= 2n+1                     (M1 landed in L1)
+//   C3  SEND_ENABLE L -> 4(n+1)
+//   L1  M2 READ staging[s] (4 KB) into the page (lkey pool): the store, in
+//          place. An unmapped entry (0) gives a null local address: the
+//          local check fails, L goes to ERR and L2 is flushed (no
+//          notification, nothing written).
+//   L2  SEND_ENABLE R -> 4(n+1) (FENCE: after M2 completed)
+//   L3  NOP (padding)
+//   R0..R3 as Unmapped Store (notification; WAIT rscq; ENABLE C -> 4(n+2)).
+//   Load with the direction reversed; the loopback READ (not a WRITE) lets
+//   the FENCE on L2 order the notification after the data, as in U7.
+//
+// ---- Invalidate(tt_addr, seq) ([ODRP] §4.3 "Page invalidation", §4.5.2) -------
+//   RECV   (R)  args -> ta[s] (tt_addr, MN scratch), R0.imm (seq); re-arm
+//               values -> instance n-2
+//   C0  WAIT rcq >= n+1
+//   C1  SEND_ENABLE L -> 16n+2
+//   L0  V1 READ ta[s] -> L2.remote_addr      (tt_addr for the TT READ)
+//   L1  V2 READ ta[s] -> L6.remote_addr      (tt_addr for the unmap)
+//          The CN sends tt_addr ONCE and the chain copies it, so the entry
+//          checked and freed is the entry unmapped (two copies from the CN
+//          could differ: a freed page still mapped would leak to another CN).
+//   C2  WAIT lcq >= 9n+2                     (V1, V2 landed)
+//   C3  SEND_ENABLE L -> 16n+3
+//   L2  V3 FETCH_ADD 0 on the TT entry (rkey tt[c]) -> L3.remote_addr (the
+//          page address, BE); a misaligned tt_addr fails here, as in M1
+//   C4  WAIT lcq >= 9n+3                     (V3 landed in L3)
+//   C5  SEND_ENABLE L -> 16n+6
+//   L3  V4 the check ([ODRP] §4.5.2): READ 8 B AT the page (rkey pool) ->
+//          chk[s]. An unmapped entry (0), or anything that is not a pool
+//          address, fails the responder's bounds check (REM_ACCESS_ERR): L
+//          goes to ERR before anything was changed. (Figure 2's CAS-on-opcode
+//          needs remote atomic access to a WQ; the pool MR's bounds check is
+//          the same null-address fault Load and the stores rely on.)
+//   L4  V5 masked FAA tail += 8 (BoundaryMask) -> faa[s] (LE: the old tail)
+//          (FENCE: only after V4 completed, i.e. the check passed)
+//   L5  V6 EndianSwap: READ faa[s] -> L7.remote_addr (FENCE: after V5)
+//   C6  WAIT lcq >= 9n+6                     (V6 landed in L7)
+//   C7  SEND_ENABLE L -> 16(n+1)
+//   L6  V7 WRITE 8 zero bytes (meta zero word) -> the TT entry: unmap. Before
+//          the page re-enters the queue, so no other CN can be handed a page
+//          this CN still has mapped.
+//   L7  V8 WRITE L3.remote_addr (8 B, read out of L's own WQE: the page
+//          address, BE) -> the old tail element (rkey meta): enqueue
+//   L8  V9 READ the meta zero word -> chk[s]: orders L9 after V7 and V8 (the
+//          loopback responder executes in order; a READ response follows the
+//          WRITEs before it)
+//   L9  SEND_ENABLE R -> 4(n+1) (FENCE: after V9 completed)
+//   L10..L15 NOP (padding)
+//   R0..R3 as Unmapped Store (notification; WAIT rscq; ENABLE C -> 8(n+2)).
+//   A refused invalidation is a chain fault like an unmapped Load: no reply,
+//   the CN times out; ring, tail and TT are untouched.
+//
 // ---- Notification ------------------------------------------------------------
 // WRITE_WITH_IMM (not the paper's flag WRITE): the CN awaits a CQE instead of
 // polling a flag in a loop that would have to sleep in virtual time; the imm
@@ -115,12 +175,10 @@
 // the (zero) element; [ODRP] §4.3 also leaves that to the MN CPU.
 //
 // ---- Not written yet ---------------------------------------------------------------
-// Mapped Store (Load with the direction reversed: READ the TT entry into a
-// loopback READ's local address, staging -> page, notify), Invalidate (READ
-// TT entry; masked FAA tail += 8; EndianSwap; WRITE the page address into the
-// old tail element; WRITE 0 to the TT entry; the conditional check of
-// [ODRP] §4.5.2 against unmapped entries), misaligned tt_addr handling, MN
-// CPU recovery, per-CN budgets.
+// Misaligned tt_addr on Load and Unmapped Store ([ODRP] §4.5.2; Mapped Store
+// and Invalidate refuse it with their FETCH_ADD-0 entry read; Load's L0 and
+// Unmapped Store's U5 still take any address inside the CN's table), MN CPU
+// recovery, per-CN budgets.
 #pragma once
 
 #include <cstdint>
@@ -194,7 +252,7 @@ class OdrpMn {
   std::vector<std::unique_ptr<CnTable>> cns_;
 };
 
-enum class ChainKind : uint8_t { kLoad, kUnmappedStore };
+enum class ChainKind : uint8_t { kLoad, kUnmappedStore, kMappedStore, kInvalidate };
 const char* ChainKindName(ChainKind k);
 
 // What both ends agree on (the MN tells the CN at connection time).
@@ -220,6 +278,9 @@ uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n);
 //                  re-arm u64 x 6 | doorbell u32                       (76 B)
 //   UnmappedStore: tt_addr u64 | seq u32 | re-arm u64 x 9 | doorbell u32
 //                  then the 4 KB page                                   (88 B)
+//   MappedStore:   tt_addr u64 | seq u32 | re-arm u64 x 7 | doorbell u32
+//                  then the 4 KB page                                   (72 B)
+//   Invalidate:    tt_addr u64 | seq u32 | re-arm u64 x 11 | doorbell u32 (104 B)
 // seq = low 32 bits of n (the reply's imm).
 uint32_t HeaderBytes(ChainKind kind);
 std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t tt_addr,
@@ -228,9 +289,9 @@ std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t t
 // One chain of one CN on the MN.
 class Chain {
  public:
-  // Creates R, L, C (L and C connected to themselves) and, for stores, the
-  // staging pages and FAA scratch (registered here). Connect cn_qp() to the
-  // CN's ChainClient::qp(), then Arm.
+  // Creates R, L, C (L and C connected to themselves) and (registered here)
+  // the scratch words (all but Load) and staging pages (stores). Connect
+  // cn_qp() to the CN's ChainClient::qp(), then Arm.
   static Task<std::unique_ptr<Chain>> Create(OdrpMn* mn, const CnTable* cn, ChainKind kind,
                                              uint32_t slots);
   // Pre-posts every instance and every RECV, and starts C's first instance
@@ -256,6 +317,15 @@ class Chain {
                  std::vector<fabric::SendWr>* c, fabric::RecvWr* rr) const;
   void BuildStore(uint32_t s, std::vector<fabric::SendWr>* l, std::vector<fabric::SendWr>* r,
                   std::vector<fabric::SendWr>* c, fabric::RecvWr* rr) const;
+  void BuildMappedStore(uint32_t s, std::vector<fabric::SendWr>* l, std::vector<fabric::SendWr>* r,
+                        std::vector<fabric::SendWr>* c, fabric::RecvWr* rr) const;
+  void BuildInvalidate(uint32_t s, std::vector<fabric::SendWr>* l, std::vector<fabric::SendWr>* r,
+                       std::vector<fabric::SendWr>* c, fabric::RecvWr* rr) const;
+  // The R half every non-Load kind shares (R0 notification, R1, R2, R3).
+  void BuildNotify(uint32_t s, std::vector<fabric::SendWr>* r) const;
+  uint64_t faa_addr(uint32_t s) const { return scratch_ + 8ull * s; }
+  uint64_t ta_addr(uint32_t s) const { return scratch_ + 8ull * (geo_.slots + s); }
+  uint64_t chk_addr(uint32_t s) const { return scratch_ + 8ull * (2 * geo_.slots + s); }
 
   OdrpMn* mn_ = nullptr;
   const CnTable* cn_ = nullptr;
@@ -267,7 +337,7 @@ class Chain {
   fabric::Qp* r_ = nullptr;
   fabric::Qp* l_ = nullptr;
   fabric::Qp* c_ = nullptr;
-  uint64_t scratch_ = 0;  // stores: faa[s] at scratch_ + 8 s
+  uint64_t scratch_ = 0;  // non-Load: faa[s], ta[s], chk[s] (8 B each per slot)
   uint64_t staging_ = 0;  // stores: staging[s] at staging_ + 4096 s
   fabric::Mr* scratch_mr_ = nullptr;
   fabric::Mr* staging_mr_ = nullptr;
@@ -293,6 +363,13 @@ class ChainClient {
   // Unmapped Store chain: allocates a page, maps it at tt_addr and stores
   // [src_addr, +4 KB) (covered by src_lkey) in it.
   Task<Status> UnmappedStore(uint64_t tt_addr, uint64_t src_addr, uint32_t src_lkey, Ps timeout);
+  // Mapped Store chain: stores [src_addr, +4 KB) in the page already mapped
+  // at tt_addr (an unmapped entry faults the chain: no reply).
+  Task<Status> MappedStore(uint64_t tt_addr, uint64_t src_addr, uint32_t src_lkey, Ps timeout);
+  // Invalidate chain: returns the page mapped at tt_addr to the free page
+  // queue and zeroes the entry (an unmapped entry faults the chain, changing
+  // nothing: no reply).
+  Task<Status> Invalidate(uint64_t tt_addr, Ps timeout);
 
  private:
   struct Pending {
@@ -304,6 +381,9 @@ class ChainClient {
   Status BusyStatus() const;
   // Posts the RECV for the reply and the SEND, awaits the reply.
   Task<Status> Invoke(std::vector<fabric::Sge> payload, uint32_t expect_bytes, Ps timeout);
+  // Writes the header of request next_ and sends it (and the page, if any).
+  Task<Status> SendHeader(ChainKind kind, uint64_t tt_addr, uint64_t src_addr, uint32_t src_lkey,
+                          Ps timeout);
 
   fabric::Node* cn_;
   fabric::Runtime* rt_;
@@ -319,18 +399,24 @@ class ChainClient {
 
 // The CN's frontswap-style backend ([ODRP] §4.4): computes tt_addr from the
 // swap address and keeps the bitmap of mapped swap pages that picks the store
-// chain. Mapped Store is not written: storing to a mapped page is kUnsupported.
+// chain (unmapped -> Unmapped Store, mapped -> Mapped Store). A null chain
+// client makes the operations that need it kUnsupported.
 class SwapClient {
  public:
-  SwapClient(ChainClient* load, ChainClient* unmapped_store, uint64_t tt_base, uint64_t swap_pages);
+  SwapClient(ChainClient* load, ChainClient* unmapped_store, uint64_t tt_base, uint64_t swap_pages,
+             ChainClient* mapped_store = nullptr, ChainClient* invalidate = nullptr);
   bool mapped(uint64_t swap_addr) const;
   Task<Status> Store(uint64_t swap_addr, uint64_t src_addr, uint32_t src_lkey, Ps timeout);
   Task<Status> Load(uint64_t swap_addr, uint64_t dst_addr, uint32_t dst_rkey, Ps timeout);
+  // Releases the page behind a mapped swap page (frontswap invalidate_page).
+  Task<Status> Invalidate(uint64_t swap_addr, Ps timeout);
 
  private:
   Status CheckAddr(uint64_t swap_addr) const;
   ChainClient* load_;
   ChainClient* ustore_;
+  ChainClient* mstore_;
+  ChainClient* inval_;
   uint64_t tt_base_;
   std::vector<bool> mapped_;
 };

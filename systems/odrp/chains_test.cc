@@ -1,6 +1,6 @@
-// ODRP's Load and Unmapped Store WR chains running on the simulated MN RNIC:
-// bytes, statuses, the free page queue and the TT after each request, and no
-// MN CPU time after the chains were armed.
+// ODRP's Load, Unmapped Store, Mapped Store and Invalidate WR chains running on the simulated MN
+// RNIC: bytes, statuses, the free page queue and the TT after each request, and no MN CPU time
+// after the chains were armed.
 #include "systems/odrp/chains.h"
 
 #include <memory>
@@ -29,10 +29,10 @@ struct Cn {
   Node* node = nullptr;
   Pd* pd = nullptr;
   Mr* mr = nullptr;
-  uint64_t buf = 0;  // [hdr load 128][hdr store 128][pad][src page][dst page]
+  uint64_t buf = 0;  // [hdr load, store, mstore, inval: 128 each][pad][src page][dst page]
   const CnTable* table = nullptr;
-  std::unique_ptr<Chain> load_chain, store_chain;
-  std::unique_ptr<ChainClient> load, store;
+  std::unique_ptr<Chain> load_chain, store_chain, mstore_chain, inval_chain;
+  std::unique_ptr<ChainClient> load, store, mstore, inval;
   std::unique_ptr<SwapClient> swap;
   uint64_t src() const { return buf + 4096; }
   uint64_t dst() const { return buf + 8192; }
@@ -60,6 +60,8 @@ class OdrpChainTest : public SimFixture {
       c->table = co_await mn->AddCn(swap_pages);
       c->load_chain = co_await Chain::Create(mn, c->table, ChainKind::kLoad, kSlots);
       c->store_chain = co_await Chain::Create(mn, c->table, ChainKind::kUnmappedStore, kSlots);
+      c->mstore_chain = co_await Chain::Create(mn, c->table, ChainKind::kMappedStore, kSlots);
+      c->inval_chain = co_await Chain::Create(mn, c->table, ChainKind::kInvalidate, kSlots);
     }(odrp_.get(), c, swap_pages));
     Runtime* rt = &cluster_->runtime();
     c->load =
@@ -67,13 +69,21 @@ class OdrpChainTest : public SimFixture {
     c->store = std::make_unique<ChainClient>(c->node, c->pd, rt, c->store_chain->geometry(), c->mr,
                                              c->buf + 128);
     cluster_->Connect(c->load->qp(), c->load_chain->cn_qp());
+    c->mstore = std::make_unique<ChainClient>(c->node, c->pd, rt, c->mstore_chain->geometry(),
+                                              c->mr, c->buf + 256);
+    c->inval = std::make_unique<ChainClient>(c->node, c->pd, rt, c->inval_chain->geometry(), c->mr,
+                                             c->buf + 384);
     cluster_->Connect(c->store->qp(), c->store_chain->cn_qp());
+    cluster_->Connect(c->mstore->qp(), c->mstore_chain->cn_qp());
+    cluster_->Connect(c->inval->qp(), c->inval_chain->cn_qp());
     cluster_->RunToCompletion([](Cn* c) -> Task<void> {
       co_await c->load_chain->Arm();
       co_await c->store_chain->Arm();
+      co_await c->mstore_chain->Arm();
+      co_await c->inval_chain->Arm();
     }(c));
-    c->swap =
-        std::make_unique<SwapClient>(c->load.get(), c->store.get(), c->table->tt_base, swap_pages);
+    c->swap = std::make_unique<SwapClient>(c->load.get(), c->store.get(), c->table->tt_base,
+                                           swap_pages, c->mstore.get(), c->inval.get());
     cns_.push_back(std::move(cn));
   }
 
@@ -105,6 +115,30 @@ class OdrpChainTest : public SimFixture {
     c->node->memory().Read(c->dst(), out->data(), kPageBytes);
     return st;
   }
+  // Invalidates; on success also checks, at the instant the CN's call
+  // returns, that the TT entry is already zero and the old tail element
+  // already holds the freed page (the notification is ordered after both).
+  Status Invalidate(Cn* c, uint64_t swap_addr) {
+    const uint64_t page = odrp_->LoadTtEntry(c->table->cn, swap_addr);
+    const uint64_t old_tail = odrp_->LoadTail();
+    Status st;
+    uint64_t entry = ~0ull, element = 0;
+    cluster_->RunToCompletion([](OdrpChainTest* t, Cn* c, uint64_t a, uint64_t old_tail,
+                                 Status* out, uint64_t* entry, uint64_t* element) -> Task<void> {
+      *out = co_await c->swap->Invalidate(a, kTimeout);
+      if (out->ok()) {
+        *entry = t->odrp_->LoadTtEntry(c->table->cn, a);
+        *element = t->ElementAt(old_tail);
+      }
+    }(this, c, swap_addr, old_tail, &st, &entry, &element));
+    if (st.ok()) {
+      EXPECT_EQ(entry, 0u) << "notified before the TT entry was zeroed";
+      EXPECT_EQ(element, page) << "notified before the page was enqueued";
+    }
+    return st;
+  }
+  // The ring element at `addr` (an absolute element address), BE-decoded.
+  uint64_t ElementAt(uint64_t addr) { return odrp_->LoadElement((addr - odrp_->ring_addr()) / 8); }
   std::vector<uint8_t> MnPage(uint64_t addr) {
     std::vector<uint8_t> p(kPageBytes);
     mn_->memory().Read(addr, p.data(), kPageBytes);
@@ -326,6 +360,224 @@ TEST_F(OdrpChainTest, ATtAddressOfAnotherCnFaultsInsteadOfReadingIt) {
   // CN a is unaffected.
   ASSERT_TRUE(Load(a, 0, &got).ok());
   EXPECT_EQ(got, Pattern(30));
+}
+
+TEST_F(OdrpChainTest, MappedStoreOverwritesThePageInPlace) {
+  Build(8);
+  Cn* c = cn(0);
+  const uint64_t swap = 2 * kPageBytes;
+  const auto a = Pattern(50), b = Pattern(51);
+  ASSERT_TRUE(Store(c, swap, a).ok());
+  ASSERT_EQ(odrp_->LoadTtEntry(0, swap), odrp_->page_addr(0));
+  const uint64_t head = odrp_->LoadHead(), tail = odrp_->LoadTail();
+
+  // The swap page is mapped: the SwapClient takes the Mapped Store chain
+  // (Store() also checks the bytes were in place when the CN was notified).
+  const Status st = Store(c, swap, b);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(c->mstore_chain->requests_taken(), 1u);
+  EXPECT_EQ(c->store_chain->requests_taken(), 1u) << "no second allocation";
+  EXPECT_EQ(odrp_->LoadTtEntry(0, swap), odrp_->page_addr(0)) << "same page";
+  EXPECT_EQ(MnPage(odrp_->page_addr(0)), b) << "new bytes, in place";
+  EXPECT_EQ(odrp_->LoadHead(), head) << "nothing dequeued";
+  EXPECT_EQ(odrp_->LoadTail(), tail) << "nothing enqueued";
+  EXPECT_EQ(odrp_->LoadElement(0), 0u);
+  for (uint64_t i = 1; i < 8; ++i) {
+    EXPECT_EQ(odrp_->LoadElement(i), odrp_->page_addr(i)) << "ring slot " << i;
+    EXPECT_EQ(MnPage(odrp_->page_addr(i)), std::vector<uint8_t>(kPageBytes, 0)) << "page " << i;
+  }
+  for (uint64_t i = 0; i < 64; ++i) {
+    if (i != 2) {
+      EXPECT_EQ(odrp_->LoadTtEntry(0, i * kPageBytes), 0u) << "entry " << i;
+    }
+  }
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(Load(c, swap, &got).ok());
+  EXPECT_EQ(got, b);
+  EXPECT_FALSE(c->mstore_chain->Faulted());
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_) << "no MN CPU on the data path";
+}
+
+TEST_F(OdrpChainTest, InvalidateReturnsThePageToTheRingAndAStoreReusesIt) {
+  // 7 pages in an 8-slot ring: the tail starts at the last slot, so the
+  // enqueue wraps it (masked FAA) back to slot 0.
+  Build(7);
+  Cn* c = cn(0);
+  const MnLayout& lay = odrp_->layout();
+  ASSERT_EQ(lay.ring_slots, 8u);
+  ASSERT_EQ(odrp_->LoadTail(), odrp_->element_addr(7));
+  const uint64_t swap = 4 * kPageBytes;
+  const auto a = Pattern(60);
+  ASSERT_TRUE(Store(c, swap, a).ok());
+  ASSERT_EQ(odrp_->LoadTtEntry(0, swap), odrp_->page_addr(0));
+  ASSERT_EQ(odrp_->LoadElement(7), 0u);
+  const uint64_t head = odrp_->LoadHead();
+
+  const Status st = Invalidate(c, swap);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(odrp_->LoadTail(), odrp_->ring_addr()) << "tail + 8, wrapped inside the ring";
+  EXPECT_EQ(odrp_->LoadTail(), lay.Advance(odrp_->element_addr(7), 1));
+  uint8_t raw[8];
+  mn_->memory().Read(odrp_->element_addr(7), raw, 8);
+  uint8_t want[8];
+  fabric::StoreBe64(want, odrp_->page_addr(0));
+  EXPECT_EQ(std::vector<uint8_t>(raw, raw + 8), std::vector<uint8_t>(want, want + 8))
+      << "the old tail slot holds the page address, big-endian";
+  EXPECT_EQ(odrp_->LoadTtEntry(0, swap), 0u) << "unmapped";
+  EXPECT_EQ(odrp_->LoadHead(), head) << "head untouched";
+  EXPECT_EQ(odrp_->LoadElement(0), 0u) << "slot 0 (dequeued earlier) still empty";
+  for (uint64_t i = 1; i < 7; ++i) EXPECT_EQ(odrp_->LoadElement(i), odrp_->page_addr(i));
+  EXPECT_EQ(MnPage(odrp_->page_addr(0)), a) << "the check READ wrote nothing";
+  EXPECT_FALSE(c->swap->mapped(swap));
+  EXPECT_EQ(c->inval_chain->requests_taken(), 1u);
+  EXPECT_FALSE(c->inval_chain->Faulted());
+  std::vector<uint8_t> got;
+  EXPECT_EQ(Load(c, swap, &got).code(), Code::kInvalidArgument) << "the bitmap knows";
+
+  // Pages 1..6 go first (slots 1..6), then slot 7 hands out the freed page.
+  for (uint64_t i = 1; i <= 6; ++i) {
+    ASSERT_TRUE(Store(c, (8 + i) * kPageBytes, Pattern(70 + i)).ok()) << i;
+    ASSERT_EQ(odrp_->LoadTtEntry(0, (8 + i) * kPageBytes), odrp_->page_addr(i)) << i;
+  }
+  const auto b = Pattern(80);
+  ASSERT_TRUE(Store(c, 20 * kPageBytes, b).ok());
+  EXPECT_EQ(odrp_->LoadTtEntry(0, 20 * kPageBytes), odrp_->page_addr(0)) << "the freed page";
+  EXPECT_EQ(MnPage(odrp_->page_addr(0)), b);
+  EXPECT_EQ(odrp_->LoadElement(7), 0u);
+  EXPECT_EQ(odrp_->LoadHead(), odrp_->ring_addr()) << "head wrapped too";
+  // Re-storing the invalidated swap page allocates again (Unmapped Store);
+  // the queue is empty now, so that faults (empty-queue detection).
+  EXPECT_EQ(Store(c, swap, a).code(), Code::kLaneBroken);
+  EXPECT_EQ(odrp_->LoadTtEntry(0, swap), 0u);
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_);
+}
+
+TEST_F(OdrpChainTest, InvalidatingAnUnmappedEntryIsRefusedAndChangesNothing) {
+  Build(8);
+  Cn* c = cn(0);
+  ASSERT_TRUE(Store(c, 0, Pattern(90)).ok());
+  const uint64_t unmapped = 3 * kPageBytes;
+  // The SwapClient refuses up front (its bitmap).
+  EXPECT_EQ(Invalidate(c, unmapped).code(), Code::kInvalidArgument);
+  EXPECT_EQ(c->inval_chain->requests_taken(), 0u);
+
+  auto snapshot = [&] {
+    std::vector<uint64_t> s = {odrp_->LoadHead(), odrp_->LoadTail()};
+    for (uint64_t i = 0; i < odrp_->layout().ring_slots; ++i) s.push_back(odrp_->LoadElement(i));
+    for (uint64_t i = 0; i < 64; ++i) s.push_back(odrp_->LoadTtEntry(0, i * kPageBytes));
+    return s;
+  };
+  const std::vector<uint64_t> before = snapshot();
+  const std::vector<uint8_t> page0 = MnPage(odrp_->page_addr(0));
+  // Bypass the bitmap: ask the chain itself to free an entry that is 0.
+  Status st;
+  cluster_->RunToCompletion([](Cn* c, uint64_t tt, Status* out) -> Task<void> {
+    *out = co_await c->inval->Invalidate(tt, kTimeout);
+  }(c, TtEntryAddr(c->table->tt_base, unmapped), &st));
+  EXPECT_EQ(st.code(), Code::kLaneBroken) << st.ToString();
+  sim().Run();
+  EXPECT_EQ(snapshot(), before) << "ring, head, tail and TT unchanged";
+  EXPECT_EQ(odrp_->LoadTail(), before[1]) << "the FAA on the tail never ran";
+  EXPECT_EQ(MnPage(odrp_->page_addr(0)), page0);
+  // The check READ at address 0 was refused: L is in ERR, no notification.
+  EXPECT_EQ(c->inval_chain->worker_qp()->state(), QpState::kErr);
+  EXPECT_NE(c->inval_chain->cn_qp()->state(), QpState::kErr);
+  EXPECT_EQ(c->inval_chain->requests_taken(), 1u);
+
+  // A Mapped Store to an unmapped entry (bitmap bypassed) faults the same way
+  // and writes no page.
+  c->node->memory().Write(c->src(), Pattern(91).data(), kPageBytes);
+  cluster_->RunToCompletion([](Cn* c, uint64_t tt, Status* out) -> Task<void> {
+    *out = co_await c->mstore->MappedStore(tt, c->src(), c->mr->lkey(), kTimeout);
+  }(c, TtEntryAddr(c->table->tt_base, unmapped), &st));
+  EXPECT_EQ(st.code(), Code::kLaneBroken) << st.ToString();
+  sim().Run();
+  EXPECT_EQ(c->mstore_chain->worker_qp()->state(), QpState::kErr);
+  EXPECT_EQ(snapshot(), before);
+  EXPECT_EQ(MnPage(odrp_->page_addr(0)), page0);
+  for (uint64_t i = 1; i < 8; ++i) {
+    EXPECT_EQ(MnPage(odrp_->page_addr(i)), std::vector<uint8_t>(kPageBytes, 0)) << "page " << i;
+  }
+  // The other chains are separate and still work.
+  ASSERT_TRUE(Store(c, unmapped, Pattern(92)).ok());
+  EXPECT_EQ(odrp_->LoadTtEntry(0, unmapped), odrp_->page_addr(1));
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_);
+}
+
+TEST_F(OdrpChainTest, AMisalignedTtAddressIsRefusedByMappedStoreAndInvalidate) {
+  Build(8);
+  Cn* c = cn(0);
+  ASSERT_TRUE(Store(c, 0, Pattern(110)).ok());
+  ASSERT_TRUE(Store(c, kPageBytes, Pattern(111)).ok());
+  auto snapshot = [&] {
+    std::vector<uint64_t> s = {odrp_->LoadHead(), odrp_->LoadTail()};
+    for (uint64_t i = 0; i < odrp_->layout().ring_slots; ++i) s.push_back(odrp_->LoadElement(i));
+    for (uint64_t i = 0; i < 64; ++i) s.push_back(odrp_->LoadTtEntry(0, i * kPageBytes));
+    return s;
+  };
+  const std::vector<uint64_t> before = snapshot();
+  // Straddles entries 0 and 1, both mapped.
+  const uint64_t bad = c->table->tt_base + 4;
+  Status st;
+  cluster_->RunToCompletion([](Cn* c, uint64_t tt, Status* out) -> Task<void> {
+    *out = co_await c->inval->Invalidate(tt, kTimeout);
+  }(c, bad, &st));
+  EXPECT_EQ(st.code(), Code::kLaneBroken) << st.ToString();
+  c->node->memory().Write(c->src(), Pattern(112).data(), kPageBytes);
+  cluster_->RunToCompletion([](Cn* c, uint64_t tt, Status* out) -> Task<void> {
+    *out = co_await c->mstore->MappedStore(tt, c->src(), c->mr->lkey(), kTimeout);
+  }(c, bad, &st));
+  EXPECT_EQ(st.code(), Code::kLaneBroken) << st.ToString();
+  sim().Run();
+  EXPECT_EQ(c->inval_chain->worker_qp()->state(), QpState::kErr);
+  EXPECT_EQ(c->mstore_chain->worker_qp()->state(), QpState::kErr);
+  EXPECT_EQ(snapshot(), before) << "ring, head, tail and TT unchanged";
+  EXPECT_EQ(MnPage(odrp_->page_addr(0)), Pattern(110));
+  EXPECT_EQ(MnPage(odrp_->page_addr(1)), Pattern(111));
+  for (uint64_t i = 2; i < 8; ++i) {
+    EXPECT_EQ(MnPage(odrp_->page_addr(i)), std::vector<uint8_t>(kPageBytes, 0)) << "page " << i;
+  }
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_);
+}
+
+TEST_F(OdrpChainTest, StoreInvalidateCyclesRecycleChainsAndPages) {
+  // 4 pages, 13 cycles of unmapped store / mapped store / load / invalidate:
+  // every chain runs 3 laps and then some of its 4 instances, and head and
+  // tail go round the 4-slot ring three times.
+  Build(4);
+  Cn* c = cn(0);
+  const MnLayout& lay = odrp_->layout();
+  constexpr uint32_t kCycles = 3 * kSlots + 1;
+  for (uint32_t i = 0; i < kCycles; ++i) {
+    const uint64_t swap = (i % 3) * kPageBytes;
+    const uint64_t page = odrp_->page_addr(i % 4);  // FIFO: freed pages come back in order
+    ASSERT_FALSE(c->swap->mapped(swap)) << i;
+    ASSERT_TRUE(Store(c, swap, Pattern(200 + i)).ok()) << "unmapped store " << i;
+    ASSERT_EQ(odrp_->LoadTtEntry(0, swap), page) << i;
+    ASSERT_EQ(odrp_->LoadHead(), lay.Advance(odrp_->ring_addr(), i + 1)) << i;
+    ASSERT_TRUE(Store(c, swap, Pattern(300 + i)).ok()) << "mapped store " << i;
+    ASSERT_EQ(odrp_->LoadTtEntry(0, swap), page) << i;
+    ASSERT_EQ(MnPage(page), Pattern(300 + i)) << i;
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(Load(c, swap, &got).ok()) << "load " << i;
+    ASSERT_EQ(got, Pattern(300 + i)) << i;
+    const Status st = Invalidate(c, swap);
+    ASSERT_TRUE(st.ok()) << "invalidate " << i << ": " << st.ToString();
+    ASSERT_EQ(odrp_->LoadTtEntry(0, swap), 0u) << i;
+    ASSERT_EQ(odrp_->LoadTail(), lay.Advance(odrp_->ring_addr(), 4 + i + 1)) << i;
+    ASSERT_EQ(odrp_->LoadElement(i % 4), page) << "freed into the old tail slot, " << i;
+  }
+  for (Chain* ch :
+       {c->store_chain.get(), c->mstore_chain.get(), c->load_chain.get(), c->inval_chain.get()}) {
+    EXPECT_EQ(ch->requests_taken(), kCycles) << ChainKindName(ch->geometry().kind);
+    EXPECT_FALSE(ch->Faulted()) << ChainKindName(ch->geometry().kind);
+    EXPECT_GT(ch->worker_qp()->counters().send_wrs_executed,
+              uint64_t{kSlots} * ch->geometry().l_wrs)
+        << ChainKindName(ch->geometry().kind);
+  }
+  for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(odrp_->LoadElement(i), odrp_->page_addr(i));
+  for (uint64_t i = 0; i < 64; ++i) EXPECT_EQ(odrp_->LoadTtEntry(0, i * kPageBytes), 0u);
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_) << "recycling used no MN CPU";
 }
 
 }  // namespace

@@ -23,10 +23,11 @@
 //               and a CN-facing QP has no remote access at all.
 //
 //   TT of CN c  entries x 8 B, entry i = page address (BE) backing swap page i
-//               of that CN, 0 = unmapped. MR "tt[c]": its own registration,
-//               and only CN c's chains carry its rkey, so a tt_addr outside
-//               CN c's table fails the bounds check (REM_ACCESS_ERR) instead
-//               of touching another CN's table ([ODRP] §4.5.2 (2)).
+//               of that CN, 0 = unmapped. MR "tt[c]" (local write, remote
+//               read/write/atomic): its own registration, and only CN c's
+//               chains carry its rkey, so a tt_addr outside CN c's table
+//               fails the bounds check (REM_ACCESS_ERR) instead of touching
+//               another CN's table ([ODRP] §4.5.2 (2)).
 //
 // Free page queue ([ODRP] §4.1, Figure 4).
 //   element  u64 BE = address of a free page; 0 = empty. A dequeue zeroes the
