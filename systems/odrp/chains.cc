@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fabric/wqe_layout.h"
+#include "systems/common/chain_wr.h"
 
 namespace dmb::systems::odrp {
 
@@ -19,40 +20,13 @@ using fabric::WqeLayout;
 
 namespace {
 
+void Post(fabric::Qp* qp, const SendWr& wr, const char* what) {
+  chain::PostOrThrow(qp, wr, "odrp chain", what);
+}
+
 constexpr uint32_t kMetaAccess =
     fabric::kLocalWrite | fabric::kRemoteRead | fabric::kRemoteWrite | fabric::kRemoteAtomic;
 constexpr uint32_t kRwAccess = fabric::kLocalWrite | fabric::kRemoteRead | fabric::kRemoteWrite;
-
-SendWr Wait(fabric::Cq* cq) {
-  SendWr w;
-  w.opcode = Opcode::kWait;
-  w.flags = 0;
-  w.wait_cq = cq->cq_num();
-  return w;
-}
-SendWr Enable(fabric::Qp* q) {
-  SendWr w;
-  w.opcode = Opcode::kSendEnable;
-  w.flags = 0;
-  w.enable_qpn = q->qp_num();
-  return w;
-}
-SendWr Nop() {
-  SendWr w;
-  w.opcode = Opcode::kNop;
-  w.flags = 0;
-  return w;
-}
-// ODRP's EndianSwap ([ODRP] §4.2, Figure 5c): READ the 8-byte little-endian
-// word at `src` and scatter byte i to dst + 7 - i, leaving it big-endian.
-SendWr SwapRead(uint64_t src, uint32_t src_rkey, uint64_t dst, uint32_t dst_lkey) {
-  SendWr w;
-  w.opcode = Opcode::kRead;
-  w.remote_addr = src;
-  w.rkey = src_rkey;
-  for (int i = 0; i < 8; ++i) w.sg_list.push_back({dst + 7 - i, 1, dst_lkey});
-  return w;
-}
 
 // READ of an 8-byte entry as FETCH_ADD 0: the same bytes land at `dst` (the
 // RNIC returns the word as it is in memory), the entry is unchanged, and an
@@ -66,13 +40,6 @@ SendWr AtomicRead(uint64_t src, uint32_t src_rkey, uint64_t dst, uint32_t dst_lk
   w.compare_add = 0;
   w.sg_list = {{dst, 8, dst_lkey}};
   return w;
-}
-
-void Post(fabric::Qp* qp, const SendWr& wr, const char* what) {
-  if (const int rc = qp->PostSend(wr); rc != 0) {
-    throw fabric::VerbsError(rc, std::string("odrp chain: posting ") + what + " on qp " +
-                                     std::to_string(qp->qp_num()) + " failed");
-  }
 }
 
 void PutBe64(std::vector<uint8_t>* out, uint64_t v) {
@@ -396,13 +363,13 @@ void Chain::BuildLoad(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r
   w.rkey = 0;         // <- RECV
   w.imm_data = 0;     // <- RECV (seq)
   r->push_back(w);
-  r->push_back(Wait(rscq_));  // R1
-  r->push_back(Enable(c_));   // R2
-  r->push_back(Nop());        // R3
-  c->push_back(Wait(rcq_));   // C0
-  c->push_back(Enable(l_));   // C1
-  c->push_back(Wait(lcq_));   // C2
-  c->push_back(Enable(r_));   // C3
+  r->push_back(chain::WaitWr(rscq_));  // R1
+  r->push_back(chain::EnableWr(c_));   // R2
+  r->push_back(chain::NopWr());        // R3
+  c->push_back(chain::WaitWr(rcq_));   // C0
+  c->push_back(chain::EnableWr(l_));   // C1
+  c->push_back(chain::WaitWr(lcq_));   // C2
+  c->push_back(chain::EnableWr(r_));   // C3
   rr->sg_list = {{Wqe(kL, l0) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()},
                  {Wqe(kR, r0) + WqeLayout::kRemoteAddr, 12, r_->wq_lkey()},
                  {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
@@ -426,11 +393,13 @@ void Chain::BuildStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* 
   f.sg_list = {{faa, 8, scratch_mr_->lkey()}};
   l->push_back(f);
   // U2, U3: EndianSwap the element address into U4 and U6.
-  SendWr u2 = SwapRead(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 3) + WqeLayout::kRemoteAddr, lwq);
+  SendWr u2 =
+      chain::SwapReadWr(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 3) + WqeLayout::kRemoteAddr, lwq);
   u2.wr_id = tag | 2;
   u2.flags = fabric::kSignaled | fabric::kFence;
   l->push_back(u2);
-  SendWr u3 = SwapRead(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 5) + WqeLayout::kRemoteAddr, lwq);
+  SendWr u3 =
+      chain::SwapReadWr(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 5) + WqeLayout::kRemoteAddr, lwq);
   u3.wr_id = tag | 3;
   l->push_back(u3);
   // U4: the free page's address -> U7's local address.
@@ -466,18 +435,18 @@ void Chain::BuildStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* 
   u7.rkey = staging_mr_->rkey();
   l->push_back(u7);
   // L7: release the notification once U4..U7 completed.
-  SendWr en = Enable(r_);
+  SendWr en = chain::EnableWr(r_);
   en.flags = fabric::kFence;
   l->push_back(en);
   BuildNotify(s, r);
-  c->push_back(Wait(rcq_));  // C0
-  c->push_back(Enable(l_));  // C1
-  c->push_back(Wait(lcq_));  // C2
-  c->push_back(Enable(l_));  // C3
-  c->push_back(Wait(lcq_));  // C4
-  c->push_back(Enable(l_));  // C5
-  c->push_back(Nop());       // C6
-  c->push_back(Nop());       // C7
+  c->push_back(chain::WaitWr(rcq_));  // C0
+  c->push_back(chain::EnableWr(l_));  // C1
+  c->push_back(chain::WaitWr(lcq_));  // C2
+  c->push_back(chain::EnableWr(l_));  // C3
+  c->push_back(chain::WaitWr(lcq_));  // C4
+  c->push_back(chain::EnableWr(l_));  // C5
+  c->push_back(chain::NopWr());       // C6
+  c->push_back(chain::NopWr());       // C7
   rr->sg_list = {{Wqe(kL, l0 + 4) + WqeLayout::kRemoteAddr, 8, lwq},
                  {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
 }
@@ -489,9 +458,9 @@ void Chain::BuildNotify(uint32_t s, std::vector<SendWr>* r) const {
   n.opcode = Opcode::kWriteWithImm;
   n.imm_data = 0;  // <- RECV (seq)
   r->push_back(n);
-  r->push_back(Wait(rscq_));  // R1
-  r->push_back(Enable(c_));   // R2
-  r->push_back(Nop());        // R3
+  r->push_back(chain::WaitWr(rscq_));  // R1
+  r->push_back(chain::EnableWr(c_));   // R2
+  r->push_back(chain::NopWr());        // R3
 }
 
 void Chain::BuildMappedStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
@@ -513,15 +482,15 @@ void Chain::BuildMappedStore(uint32_t s, std::vector<SendWr>* l, std::vector<Sen
   m2.rkey = staging_mr_->rkey();
   l->push_back(m2);
   // L2: release the notification once M2 completed.
-  SendWr en = Enable(r_);
+  SendWr en = chain::EnableWr(r_);
   en.flags = fabric::kFence;
   l->push_back(en);
-  l->push_back(Nop());  // L3
+  l->push_back(chain::NopWr());  // L3
   BuildNotify(s, r);
-  c->push_back(Wait(rcq_));  // C0
-  c->push_back(Enable(l_));  // C1
-  c->push_back(Wait(lcq_));  // C2
-  c->push_back(Enable(l_));  // C3
+  c->push_back(chain::WaitWr(rcq_));  // C0
+  c->push_back(chain::EnableWr(l_));  // C1
+  c->push_back(chain::WaitWr(lcq_));  // C2
+  c->push_back(chain::EnableWr(l_));  // C3
   rr->sg_list = {{Wqe(kL, l0) + WqeLayout::kRemoteAddr, 8, lwq},
                  {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
 }
@@ -565,8 +534,8 @@ void Chain::BuildInvalidate(uint32_t s, std::vector<SendWr>* l, std::vector<Send
   f.sg_list = {{faa_addr(s), 8, scratch_mr_->lkey()}};
   l->push_back(f);
   // V6: EndianSwap the old tail into V8's remote address.
-  SendWr v6 =
-      SwapRead(faa_addr(s), scratch_mr_->rkey(), Wqe(kL, l0 + 7) + WqeLayout::kRemoteAddr, lwq);
+  SendWr v6 = chain::SwapReadWr(faa_addr(s), scratch_mr_->rkey(),
+                                Wqe(kL, l0 + 7) + WqeLayout::kRemoteAddr, lwq);
   v6.wr_id = tag | 6;
   v6.flags = fabric::kSignaled | fabric::kFence;
   l->push_back(v6);
@@ -589,14 +558,14 @@ void Chain::BuildInvalidate(uint32_t s, std::vector<SendWr>* l, std::vector<Send
   // V9: a READ after V7, V8, so that L9's FENCE orders the notification.
   l->push_back(read(9, mn_->zero_addr(), meta_key, chk_addr(s), scratch_mr_->lkey()));
   // L9: release the notification once V9 completed.
-  SendWr en = Enable(r_);
+  SendWr en = chain::EnableWr(r_);
   en.flags = fabric::kFence;
   l->push_back(en);
-  while (l->size() % geo_.l_wrs != 0) l->push_back(Nop());  // L10..L15
+  while (l->size() % geo_.l_wrs != 0) l->push_back(chain::NopWr());  // L10..L15
   BuildNotify(s, r);
   for (int i = 0; i < 4; ++i) {
-    c->push_back(Wait(i == 0 ? rcq_ : lcq_));  // C0, C2, C4, C6
-    c->push_back(Enable(l_));                  // C1, C3, C5, C7
+    c->push_back(chain::WaitWr(i == 0 ? rcq_ : lcq_));  // C0, C2, C4, C6
+    c->push_back(chain::EnableWr(l_));                  // C1, C3, C5, C7
   }
   rr->sg_list = {{ta_addr(s), 8, scratch_mr_->lkey()},
                  {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
@@ -664,9 +633,9 @@ Task<void> Chain::Arm() {
     ++posted;
   }
   // Start C's instance 0; from then on R2 of each instance enables the next.
-  SendWr boot = Enable(c_);
+  SendWr boot = chain::EnableWr(c_);
   boot.enable_index = geo_.c_wrs;
-  Post(mn_->boot_qp(), boot, "boot ENABLE");
+  chain::PostOrThrow(mn_->boot_qp(), boot, "odrp chain", "boot ENABLE");
   ++posted;
   armed_ = true;
   co_await mn_->node()->cpu().Work(mn_->node()->Cost("verbs.post_send"), posted);

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "systems/common/chain_wr.h"
+
 namespace dmb::systems::onesided_mw {
 
 using fabric::Opcode;
@@ -16,49 +18,16 @@ using fabric::WqeLayout;
 
 namespace {
 
+void Post(fabric::Qp* qp, const SendWr& wr, const char* what) {
+  chain::PostOrThrow(qp, wr, "onesided_mw alloc chain", what);
+}
+
 // Scratch area of one chain: constants, then one 16 B slot per instance.
 constexpr uint64_t kScratchZeroOff = 0;    // 8 zero bytes (L5's source)
 constexpr uint64_t kScratchOwnerOff = 8;   // owner_id, u64 LE (L7's source)
 constexpr uint64_t kScratchZerosOff = 64;  // 64 zero bytes (recycling L8's source)
 constexpr uint64_t kScratchSlotsOff = 128;
 constexpr uint64_t kSlotBytes = 16;  // +0 FAA result (LE), +8 staged handle (BE)
-
-void Post(fabric::Qp* qp, const SendWr& wr, const char* what) {
-  if (const int rc = qp->PostSend(wr); rc != 0) {
-    throw fabric::VerbsError(rc, std::string("onesided_mw alloc chain: posting ") + what +
-                                     " on qp " + std::to_string(qp->qp_num()) + " failed (" +
-                                     (rc == ENOMEM ? "ring full" : "bad WR or QP state") + ")");
-  }
-}
-
-SendWr Wait(fabric::Cq* cq, uint64_t count) {
-  SendWr w;
-  w.opcode = Opcode::kWait;
-  w.flags = 0;
-  w.wait_cq = cq->cq_num();
-  w.wait_count = count;
-  return w;
-}
-
-SendWr Enable(fabric::Qp* target, uint64_t index) {
-  SendWr w;
-  w.opcode = Opcode::kSendEnable;
-  w.flags = 0;
-  w.enable_qpn = target->qp_num();
-  w.enable_index = index;
-  return w;
-}
-
-// A READ whose 8 bytes land byte-reversed at `dst` (LE <-> BE).
-SendWr SwapRead(uint64_t src, uint32_t rkey, uint64_t dst, uint32_t lkey, uint64_t wr_id) {
-  SendWr w;
-  w.wr_id = wr_id;
-  w.opcode = Opcode::kRead;
-  w.remote_addr = src;
-  w.rkey = rkey;
-  for (int j = 0; j < 8; ++j) w.sg_list.push_back({dst + 7 - j, 1, lkey});
-  return w;
-}
 
 }  // namespace
 
@@ -238,7 +207,7 @@ Task<void> AllocChain::Arm(uint32_t n) {
       // MW 0: the CN's Free QP. MW k: <- RECV; until then a QP outside the
       // data PD, which makes the bind fail.
       b.bind_qpn = k == 0 ? cfg_.free_qpn : l_->qp_num();
-      Post(a_, b, "BIND_MW");
+      chain::PostOrThrow(a_, b, "onesided_mw alloc chain", "BIND_MW");
     }
     {
       SendWr w;
@@ -252,20 +221,22 @@ Task<void> AllocChain::Arm(uint32_t n) {
         w.sg_list.push_back({a_wqe(k) + WqeLayout::kRemoteAddr,
                              static_cast<uint32_t>(kMwRecordBytes), a_->wq_lkey()});
       }
-      Post(a_, w, "reply WRITE_WITH_IMM");
+      chain::PostOrThrow(a_, w, "onesided_mw alloc chain", "reply WRITE_WITH_IMM");
     }
     // A's tail, reached only if every bind and the reply succeeded (a failure
     // moves A to ERR and flushes it): once the reply is acknowledged, release
     // this instance's ticket on L, which the next instance waits for.
     // Recycling: both values <- RECV.
-    Post(a_, Wait(acq_, (uint64_t{g} + 1) * (s + 1)), "WAIT reply");
-    Post(a_, Enable(l_, l0 + kWorkerWrs), "ENABLE ticket");
+    chain::PostOrThrow(a_, chain::WaitWr(acq_, (uint64_t{g} + 1) * (s + 1)),
+                       "onesided_mw alloc chain", "WAIT reply");
+    chain::PostOrThrow(a_, chain::EnableWr(l_, l0 + kWorkerWrs), "onesided_mw alloc chain",
+                       "ENABLE ticket");
     for (uint32_t k = kAllocWrs(g); k < a_per; ++k) {
       SendWr nop;
       nop.wr_id = tag | 0x30;
       nop.opcode = Opcode::kNop;
       nop.flags = 0;  // padding: no completion, counted by no WAIT
-      Post(a_, nop, "NOP padding");
+      chain::PostOrThrow(a_, nop, "onesided_mw alloc chain", "NOP padding");
     }
 
     // L1: claim an element: head += 8 inside the ring; old head -> faa_result.
@@ -278,16 +249,16 @@ Task<void> AllocChain::Arm(uint32_t n) {
       f.compare_add = kElementBytes;
       f.swap = lay.HeadBoundaryMask();
       f.sg_list = {{faa_result, 8, smeta}};
-      Post(l_, f, "L1 masked FAA");
+      chain::PostOrThrow(l_, f, "onesided_mw alloc chain", "L1 masked FAA");
     }
     // L2, L3: the element's address, byte-swapped into L4's and L5's remote_addr.
     Post(l_,
-         SwapRead(faa_result, scratch_meta_mr_->rkey(), l_wqe(3) + WqeLayout::kRemoteAddr,
-                  l_->wq_lkey(), tag | 2),
+         chain::SwapReadWr(faa_result, scratch_meta_mr_->rkey(), l_wqe(3) + WqeLayout::kRemoteAddr,
+                           l_->wq_lkey(), tag | 2),
          "L2 swap READ");
     Post(l_,
-         SwapRead(faa_result, scratch_meta_mr_->rkey(), l_wqe(4) + WqeLayout::kRemoteAddr,
-                  l_->wq_lkey(), tag | 3),
+         chain::SwapReadWr(faa_result, scratch_meta_mr_->rkey(), l_wqe(4) + WqeLayout::kRemoteAddr,
+                           l_->wq_lkey(), tag | 3),
          "L3 swap READ");
     // L4: READ the element (the entry address, BE) into L6's remote_addr.
     {
@@ -297,7 +268,7 @@ Task<void> AllocChain::Arm(uint32_t n) {
       r.remote_addr = 0;  // <- L2
       r.rkey = meta_rkey;
       r.sg_list = {{l_wqe(5) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()}};
-      Post(l_, r, "L4 READ element");
+      chain::PostOrThrow(l_, r, "onesided_mw alloc chain", "L4 READ element");
     }
     // L5: zero the element (FENCE: only after L4 has read it).
     {
@@ -308,7 +279,7 @@ Task<void> AllocChain::Arm(uint32_t n) {
       w.remote_addr = 0;  // <- L3
       w.rkey = meta_rkey;
       w.sg_list = {{scratch_ + kScratchZeroOff, 8, smeta}};
-      Post(l_, w, "L5 WRITE zero");
+      chain::PostOrThrow(l_, w, "onesided_mw alloc chain", "L5 WRITE zero");
     }
     // L6: READ the entry: owner_ptr -> L7, handle -> staging, MW records ->
     // the binds' bytes 16..31.
@@ -324,7 +295,7 @@ Task<void> AllocChain::Arm(uint32_t n) {
         r.sg_list.push_back({a_wqe(k) + WqeLayout::kRemoteAddr,
                              static_cast<uint32_t>(kMwRecordBytes), a_ring_meta_mr_->lkey()});
       }
-      Post(l_, r, "L6 READ entry");
+      chain::PostOrThrow(l_, r, "onesided_mw alloc chain", "L6 READ entry");
     }
     // L7: record the owner.
     {
@@ -334,7 +305,7 @@ Task<void> AllocChain::Arm(uint32_t n) {
       w.remote_addr = 0;  // <- L6
       w.rkey = meta_rkey;
       w.sg_list = {{scratch_ + kScratchOwnerOff, 8, smeta}};
-      Post(l_, w, "L7 WRITE owner_id");
+      chain::PostOrThrow(l_, w, "onesided_mw alloc chain", "L7 WRITE owner_id");
     }
     // L8: the ticket that only A's success path enables: a signaled NOP, or
     // (recycling) a READ of zeros into the binds' rkey fields, which puts the
@@ -348,12 +319,12 @@ Task<void> AllocChain::Arm(uint32_t n) {
       for (uint32_t k = 0; k < g; ++k) {
         t.sg_list.push_back({a_wqe(k) + WqeLayout::kRkey, 4, a_ring_meta_mr_->lkey()});
       }
-      Post(l_, t, "L8 ticket READ zeros");
+      chain::PostOrThrow(l_, t, "onesided_mw alloc chain", "L8 ticket READ zeros");
     } else {
       SendWr t;
       t.wr_id = tag | 8;
       t.opcode = Opcode::kNop;
-      Post(l_, t, "L8 ticket NOP");
+      chain::PostOrThrow(l_, t, "onesided_mw alloc chain", "L8 ticket NOP");
     }
 
     // The RECV(s) that take the CN's request and rewrite A's (and, recycling,
@@ -393,29 +364,34 @@ Task<void> AllocChain::Arm(uint32_t n) {
 
     // C: the gates (ControlValues: the WAIT counts and ENABLE indices).
     const std::vector<uint64_t> cv = ControlValues(s, g, rec);
-    Post(c_, Wait(lcq_, cv[0]), "WAIT previous ticket");
-    Post(c_, Wait(rcq_, cv[1]), "WAIT request");
-    Post(c_, Enable(l_, cv[2]), "ENABLE L1");
-    Post(c_, Wait(lcq_, cv[3]), "WAIT L1");
-    Post(c_, Enable(l_, cv[4]), "ENABLE L2-L3");
-    Post(c_, Wait(lcq_, cv[5]), "WAIT L3");
-    Post(c_, Enable(l_, cv[6]), "ENABLE L4-L5");
-    Post(c_, Wait(lcq_, cv[7]), "WAIT L4");
-    Post(c_, Enable(l_, cv[8]), "ENABLE L6");
-    Post(c_, Wait(lcq_, cv[9]), "WAIT L6");
-    Post(c_, Enable(l_, cv[10]), "ENABLE L7");
-    Post(c_, Enable(a_, cv[11]), "ENABLE binds");
-    Post(c_, Wait(lcq_, cv[12]), "WAIT L7");
-    Post(c_, Wait(acq_, cv[13]), "WAIT binds");
-    Post(c_, Enable(a_, cv[14]), "ENABLE reply, ticket");
-    if (rec) Post(c_, Enable(c_, cv[15]), "ENABLE C's next instance");
+    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[0]), "onesided_mw alloc chain",
+                       "WAIT previous ticket");
+    chain::PostOrThrow(c_, chain::WaitWr(rcq_, cv[1]), "onesided_mw alloc chain", "WAIT request");
+    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[2]), "onesided_mw alloc chain", "ENABLE L1");
+    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[3]), "onesided_mw alloc chain", "WAIT L1");
+    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[4]), "onesided_mw alloc chain", "ENABLE L2-L3");
+    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[5]), "onesided_mw alloc chain", "WAIT L3");
+    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[6]), "onesided_mw alloc chain", "ENABLE L4-L5");
+    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[7]), "onesided_mw alloc chain", "WAIT L4");
+    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[8]), "onesided_mw alloc chain", "ENABLE L6");
+    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[9]), "onesided_mw alloc chain", "WAIT L6");
+    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[10]), "onesided_mw alloc chain", "ENABLE L7");
+    chain::PostOrThrow(c_, chain::EnableWr(a_, cv[11]), "onesided_mw alloc chain", "ENABLE binds");
+    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[12]), "onesided_mw alloc chain", "WAIT L7");
+    chain::PostOrThrow(c_, chain::WaitWr(acq_, cv[13]), "onesided_mw alloc chain", "WAIT binds");
+    chain::PostOrThrow(c_, chain::EnableWr(a_, cv[14]), "onesided_mw alloc chain",
+                       "ENABLE reply, ticket");
+    if (rec)
+      chain::PostOrThrow(c_, chain::EnableWr(c_, cv[15]), "onesided_mw alloc chain",
+                         "ENABLE C's next instance");
 
     ++armed_;
     const uint32_t wrs = (rec ? 2 : 1) + a_per + kWorkerWrs + static_cast<uint32_t>(cv.size());
     co_await mn_->cpu().Work(cost_post_, wrs);
   }
   if (rec) {
-    Post(boot_, Enable(c_, kControlWrsRecycle), "ENABLE C's first instance");
+    chain::PostOrThrow(boot_, chain::EnableWr(c_, kControlWrsRecycle), "onesided_mw alloc chain",
+                       "ENABLE C's first instance");
     co_await mn_->cpu().Work(cost_post_, 1);
   }
 }

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "systems/common/chain_wr.h"
+
 namespace dmb::systems::onesided_mw {
 
 using fabric::Opcode;
@@ -20,39 +22,6 @@ constexpr uint64_t kScratchZeroOff = 0;  // 8 zero bytes (L2's source)
 constexpr uint64_t kScratchSinkOff = 8;  // 16 B where L1 drops what it does not need
 constexpr uint64_t kScratchSlotsOff = 64;
 constexpr uint64_t kSlotBytes = 16;  // +0 FAA result (LE), +8 staged handle (BE)
-
-void Post(fabric::Qp* qp, const SendWr& wr, const char* what) {
-  if (const int rc = qp->PostSend(wr); rc != 0) {
-    throw fabric::VerbsError(rc, std::string("onesided_mw free chain: posting ") + what +
-                                     " on qp " + std::to_string(qp->qp_num()) + " failed (" +
-                                     (rc == ENOMEM ? "ring full" : "bad WR or QP state") + ")");
-  }
-}
-
-SendWr Wait(fabric::Cq* cq, uint64_t count) {
-  SendWr w;
-  w.opcode = Opcode::kWait;
-  w.flags = 0;
-  w.wait_cq = cq->cq_num();
-  w.wait_count = count;
-  return w;
-}
-
-SendWr Enable(fabric::Qp* target, uint64_t index) {
-  SendWr w;
-  w.opcode = Opcode::kSendEnable;
-  w.flags = 0;
-  w.enable_qpn = target->qp_num();
-  w.enable_index = index;
-  return w;
-}
-
-SendWr Nop() {  // padding: unsignaled, counted by no WAIT
-  SendWr w;
-  w.opcode = Opcode::kNop;
-  w.flags = 0;
-  return w;
-}
 
 SendWr LocalInv(uint64_t wr_id) {
   SendWr w;
@@ -225,22 +194,28 @@ Task<void> FreeChain::Arm(uint32_t n) {
     auto l_wqe = [&](uint64_t i) { return l_->SendWqeAddr(l0 + i); };
 
     // F: inv0, WAIT, ENABLE U, reply.
-    Post(f_, LocalInv(tag | 0x10), "F LOCAL_INV MW 0");
-    Post(f_, Wait(fscq_, 2 * s + 1), "F WAIT inv0");
-    Post(f_, Enable(u_, u0 + kUnbindWrs(g)), "F ENABLE U");
+    chain::PostOrThrow(f_, LocalInv(tag | 0x10), "onesided_mw free chain", "F LOCAL_INV MW 0");
+    chain::PostOrThrow(f_, chain::WaitWr(fscq_, 2 * s + 1), "onesided_mw free chain",
+                       "F WAIT inv0");
+    chain::PostOrThrow(f_, chain::EnableWr(u_, u0 + kUnbindWrs(g)), "onesided_mw free chain",
+                       "F ENABLE U");
     {
       SendWr r;
       r.wr_id = tag | 0x20;
       r.opcode = Opcode::kSend;  // zero bytes: the RECV CQE is the answer
-      Post(f_, r, "F reply SEND");
+      chain::PostOrThrow(f_, r, "onesided_mw free chain", "F reply SEND");
     }
 
     // U: inv[1..G-1], WAIT, ENABLE L2..L3.
-    for (uint32_t k = 1; k < g; ++k) Post(u_, LocalInv(tag | (0x30 + k)), "U LOCAL_INV MW k");
-    Post(u_, Wait(ucq_, uint64_t{g - 1} * (s + 1)), "U WAIT invs");
-    Post(u_, Enable(l_, l0 + 3), "U ENABLE L2-L3");
+    for (uint32_t k = 1; k < g; ++k)
+      chain::PostOrThrow(u_, LocalInv(tag | (0x30 + k)), "onesided_mw free chain",
+                         "U LOCAL_INV MW k");
+    chain::PostOrThrow(u_, chain::WaitWr(ucq_, uint64_t{g - 1} * (s + 1)), "onesided_mw free chain",
+                       "U WAIT invs");
+    chain::PostOrThrow(u_, chain::EnableWr(l_, l0 + 3), "onesided_mw free chain", "U ENABLE L2-L3");
     const uint32_t u_per = rec ? UnbindSlotWrs(g) : kUnbindWrs(g);
-    for (uint32_t k = kUnbindWrs(g); k < u_per; ++k) Post(u_, Nop(), "U NOP padding");
+    for (uint32_t k = kUnbindWrs(g); k < u_per; ++k)
+      chain::PostOrThrow(u_, chain::NopWr(), "onesided_mw free chain", "U NOP padding");
 
     // L1: READ the entry named by the request.
     {
@@ -257,7 +232,7 @@ Task<void> FreeChain::Arm(uint32_t n) {
         const uint32_t lkey = k == 0 ? f_ring_meta_mr_->lkey() : u_ring_meta_mr_->lkey();
         r.sg_list.push_back({inv + WqeLayout::kImmInvQpn, 4, lkey});  // next_rkey
       }
-      Post(l_, r, "L1 READ entry");
+      chain::PostOrThrow(l_, r, "onesided_mw free chain", "L1 READ entry");
     }
     // L2: owner_id := 0.
     {
@@ -267,7 +242,7 @@ Task<void> FreeChain::Arm(uint32_t n) {
       w.remote_addr = 0;  // <- L1 (owner_ptr)
       w.rkey = meta_rkey;
       w.sg_list = {{scratch_ + kScratchZeroOff, 8, smeta}};
-      Post(l_, w, "L2 WRITE owner_id");
+      chain::PostOrThrow(l_, w, "onesided_mw free chain", "L2 WRITE owner_id");
     }
     // L3: claim the tail element: tail += 8 inside the ring.
     {
@@ -279,7 +254,7 @@ Task<void> FreeChain::Arm(uint32_t n) {
       f.compare_add = kElementBytes;
       f.swap = lay.HeadBoundaryMask();
       f.sg_list = {{faa_result, 8, smeta}};
-      Post(l_, f, "L3 masked FAA tail");
+      chain::PostOrThrow(l_, f, "onesided_mw free chain", "L3 masked FAA tail");
     }
     // L4: the element's address, byte-swapped into L5's remote_addr.
     {
@@ -291,7 +266,7 @@ Task<void> FreeChain::Arm(uint32_t n) {
       for (int b = 0; b < 8; ++b) {
         r.sg_list.push_back({l_wqe(4) + WqeLayout::kRemoteAddr + 7 - b, 1, l_->wq_lkey()});
       }
-      Post(l_, r, "L4 swap READ");
+      chain::PostOrThrow(l_, r, "onesided_mw free chain", "L4 swap READ");
     }
     // L5: re-insert the entry (its own handle) at the claimed tail element.
     {
@@ -301,12 +276,14 @@ Task<void> FreeChain::Arm(uint32_t n) {
       w.remote_addr = 0;  // <- L4
       w.rkey = meta_rkey;
       w.sg_list = {{staged_handle, 8, smeta}};
-      Post(l_, w, "L5 WRITE element");
+      chain::PostOrThrow(l_, w, "onesided_mw free chain", "L5 WRITE element");
     }
     // L6, L7: once L5 is acknowledged, release the reply.
-    Post(l_, Wait(lcq_, kWorkerSignaled * (s + 1)), "L6 WAIT element");
-    Post(l_, Enable(f_, f0 + kFreeWrs), "L7 ENABLE reply");
-    if (rec) Post(l_, Nop(), "L NOP padding");
+    chain::PostOrThrow(l_, chain::WaitWr(lcq_, kWorkerSignaled * (s + 1)), "onesided_mw free chain",
+                       "L6 WAIT element");
+    chain::PostOrThrow(l_, chain::EnableWr(f_, f0 + kFreeWrs), "onesided_mw free chain",
+                       "L7 ENABLE reply");
+    if (rec) chain::PostOrThrow(l_, chain::NopWr(), "onesided_mw free chain", "L NOP padding");
 
     // The RECV(s) that take the CN's request.
     auto post_recv = [&](const RecvWr& rr) {
@@ -344,18 +321,21 @@ Task<void> FreeChain::Arm(uint32_t n) {
 
     // C: the gates, all on L's CQ (L does not fault while healthy).
     const std::vector<uint64_t> cv = ControlValues(s, g, rec);
-    Post(c_, Wait(lcq_, cv[0]), "WAIT previous instance");
-    Post(c_, Wait(frcq_, cv[1]), "WAIT request");
-    Post(c_, Enable(l_, cv[2]), "ENABLE L1");
-    Post(c_, Wait(lcq_, cv[3]), "WAIT L1");
-    Post(c_, Enable(f_, cv[4]), "ENABLE F inv0");
-    Post(c_, Wait(lcq_, cv[5]), "WAIT L3");
-    Post(c_, Enable(l_, cv[6]), "ENABLE L4");
-    Post(c_, Wait(lcq_, cv[7]), "WAIT L4");
-    Post(c_, Enable(l_, cv[8]), "ENABLE L5-L7");
+    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[0]), "onesided_mw free chain",
+                       "WAIT previous instance");
+    chain::PostOrThrow(c_, chain::WaitWr(frcq_, cv[1]), "onesided_mw free chain", "WAIT request");
+    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[2]), "onesided_mw free chain", "ENABLE L1");
+    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[3]), "onesided_mw free chain", "WAIT L1");
+    chain::PostOrThrow(c_, chain::EnableWr(f_, cv[4]), "onesided_mw free chain", "ENABLE F inv0");
+    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[5]), "onesided_mw free chain", "WAIT L3");
+    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[6]), "onesided_mw free chain", "ENABLE L4");
+    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[7]), "onesided_mw free chain", "WAIT L4");
+    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[8]), "onesided_mw free chain", "ENABLE L5-L7");
     if (rec) {
-      Post(c_, Enable(c_, cv[9]), "ENABLE C's next instance");
-      for (uint32_t k = kControlWrs + 1; k < kControlSlotWrs; ++k) Post(c_, Nop(), "C NOP padding");
+      chain::PostOrThrow(c_, chain::EnableWr(c_, cv[9]), "onesided_mw free chain",
+                         "ENABLE C's next instance");
+      for (uint32_t k = kControlWrs + 1; k < kControlSlotWrs; ++k)
+        chain::PostOrThrow(c_, chain::NopWr(), "onesided_mw free chain", "C NOP padding");
     }
 
     ++armed_;
@@ -364,7 +344,8 @@ Task<void> FreeChain::Arm(uint32_t n) {
     co_await mn_->cpu().Work(cost_post_, wrs);
   }
   if (rec) {
-    Post(boot_, Enable(c_, kControlSlotWrs), "ENABLE C's first instance");
+    chain::PostOrThrow(boot_, chain::EnableWr(c_, kControlSlotWrs), "onesided_mw free chain",
+                       "ENABLE C's first instance");
     co_await mn_->cpu().Work(cost_post_, 1);
   }
 }

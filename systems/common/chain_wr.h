@@ -1,0 +1,70 @@
+// Work-request builders shared by the offloaded chains (systems/odrp,
+// systems/onesided_mw): the cross-channel steps, padding, ODRP's EndianSwap
+// READ, and posting that fails loudly (a chain that cannot be posted is an MN
+// setup bug, never a silent gap in the chain).
+#pragma once
+
+#include <cerrno>
+#include <cstdint>
+#include <string>
+
+#include "fabric/verbs.h"
+
+namespace dmb::systems::chain {
+
+// WAIT until `cq` has delivered `count` completions in total (flushes count
+// too). Unsignaled. `count` may be left 0 for a chain to rewrite.
+inline fabric::SendWr WaitWr(const fabric::Cq* cq, uint64_t count = 0) {
+  fabric::SendWr w;
+  w.opcode = fabric::Opcode::kWait;
+  w.flags = 0;
+  w.wait_cq = cq->cq_num();
+  w.wait_count = count;
+  return w;
+}
+
+// SEND_ENABLE: the managed QP `target` may run its SQ below absolute WQE
+// `index`. Unsignaled. `index` may be left 0 for a chain to rewrite.
+inline fabric::SendWr EnableWr(const fabric::Qp* target, uint64_t index = 0) {
+  fabric::SendWr w;
+  w.opcode = fabric::Opcode::kSendEnable;
+  w.flags = 0;
+  w.enable_qpn = target->qp_num();
+  w.enable_index = index;
+  return w;
+}
+
+// Padding: unsignaled, counted by no WAIT.
+inline fabric::SendWr NopWr() {
+  fabric::SendWr w;
+  w.opcode = fabric::Opcode::kNop;
+  w.flags = 0;
+  return w;
+}
+
+// ODRP's EndianSwap ([ODRP] §4.2, Figure 5c): READ the 8-byte word at `src`
+// and scatter byte i to dst + 7 - i with 1-byte SGEs, so a little-endian
+// atomic result lands big-endian in a WQE field (or the reverse).
+inline fabric::SendWr SwapReadWr(uint64_t src, uint32_t rkey, uint64_t dst, uint32_t lkey,
+                                 uint64_t wr_id = 0) {
+  fabric::SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = fabric::Opcode::kRead;
+  w.remote_addr = src;
+  w.rkey = rkey;
+  for (int i = 0; i < 8; ++i) w.sg_list.push_back({dst + 7 - i, 1, lkey});
+  return w;
+}
+
+// Posts `wr` on `qp` or throws VerbsError "<who>: posting <what> on qp N
+// failed (ring full | bad WR or QP state)".
+inline void PostOrThrow(fabric::Qp* qp, const fabric::SendWr& wr, const char* who,
+                        const char* what) {
+  if (const int rc = qp->PostSend(wr); rc != 0) {
+    throw fabric::VerbsError(rc, std::string(who) + ": posting " + what + " on qp " +
+                                     std::to_string(qp->qp_num()) + " failed (" +
+                                     (rc == ENOMEM ? "ring full" : "bad WR or QP state") + ")");
+  }
+}
+
+}  // namespace dmb::systems::chain
