@@ -13,36 +13,17 @@
 // Addresses are hex-encoded fabric::ibv::QpAddr / PortAddr fields.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "fabric/ibv/ibv_cluster.h"
+#include "fabric/ibv/line_conn.h"
 
 namespace dmb::systems::remote {
 
-// A connected socket speaking lines (blocking, with a timeout per read).
-class LineConn {
- public:
-  explicit LineConn(int fd) : fd_(fd) {}
-  ~LineConn();
-  LineConn(const LineConn&) = delete;
-  LineConn& operator=(const LineConn&) = delete;
-  // Connects to "host:port"; throws std::runtime_error naming the endpoint.
-  static int Dial(const std::string& endpoint, std::chrono::seconds timeout);
-  void WriteLine(const std::string& line);
-  // Blocks up to `timeout`; throws std::runtime_error on timeout or EOF.
-  std::string ReadLine(std::chrono::milliseconds timeout);
-  // Non-blocking: appends what is available; true if a full line is ready.
-  bool TryReadLine(std::string* line, bool* closed);
-  int fd() const { return fd_; }
-
- private:
-  int fd_;
-  std::string buf_;
-};
+using fabric::ibv::LineConn;
 
 std::string ToHex(const std::string& bytes);
 std::string FromHex(const std::string& hex);  // throws std::invalid_argument

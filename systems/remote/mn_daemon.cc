@@ -88,6 +88,8 @@ class Daemon {
           ++i;
         }
       }
+      // Setup traffic is rare: look at the sockets every 20 us of wall time
+      // (the daemon only runs on ibv) and let the RPC workers run meanwhile.
       co_await rt.SleepFor(20 * kPsPerUs);
     }
     close(listen_fd_);

@@ -7,14 +7,6 @@
 namespace dmb::systems::remote {
 namespace {
 
-constexpr std::chrono::milliseconds kReplyTimeout{120000};
-
-// How long to keep trying while the daemon starts (DMB_MN_CONNECT_S, 30 s).
-std::chrono::seconds ConnectTimeout() {
-  const char* s = std::getenv("DMB_MN_CONNECT_S");
-  return std::chrono::seconds(s ? std::atol(s) : 30);
-}
-
 // The MN end of a lane: connecting it is a request to the daemon.
 class BootstrapQp : public fabric::ibv::RemoteQp {
  public:
@@ -36,7 +28,7 @@ RemoteMn::RemoteMn(fabric::ibv::IbvCluster* cluster, const std::string& endpoint
                    const std::string& system, const Knobs& knobs, uint32_t cns)
     : cluster_(cluster),
       endpoint_(endpoint),
-      conn_(std::make_unique<LineConn>(LineConn::Dial(endpoint, ConnectTimeout()))) {
+      conn_(std::make_unique<LineConn>(LineConn::Dial(endpoint))) {
   const auto w =
       Call("hello " + system + " " + KnobsWord(knobs.values()) + " " + std::to_string(cns));
   if (w.size() != 3) throw std::runtime_error("MN daemon at " + endpoint + ": bad hello reply");
@@ -51,7 +43,7 @@ std::vector<std::string> RemoteMn::Call(const std::string& request) const {
   static const bool verbose = std::getenv("DMB_MN_VERBOSE") != nullptr;
   if (verbose) std::cerr << "cn -> " << request << std::endl;
   conn_->WriteLine(request);
-  const std::string reply = conn_->ReadLine(kReplyTimeout);
+  const std::string reply = conn_->ReadLine();
   if (verbose) std::cerr << "cn <- " << reply << std::endl;
   if (reply.rfind("ok", 0) != 0) {
     throw std::runtime_error("MN daemon at " + endpoint_ + " refused '" +
