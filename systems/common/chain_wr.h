@@ -6,8 +6,10 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "fabric/node.h"
 #include "fabric/verbs.h"
 
 namespace dmb::systems::chain {
@@ -65,6 +67,21 @@ inline void PostOrThrow(fabric::Qp* qp, const fabric::SendWr& wr, const char* wh
                                      std::to_string(qp->qp_num()) + " failed (" +
                                      (rc == ENOMEM ? "ring full" : "bad WR or QP state") + ")");
   }
+}
+
+// A CN awaiting a chain's reply gives up after `timeout`: ArmDeadline (spawned
+// beside the wait) moves the CN's QP to ERR, which flushes the RECV the reply
+// would have consumed, so the wait ends. Set `done` when the reply came first.
+struct ReplyDeadline {
+  bool done = false;
+  bool timed_out = false;
+};
+inline Task<void> ArmDeadline(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<ReplyDeadline> d,
+                              Ps timeout) {
+  co_await rt->SleepFor(timeout);
+  if (d->done) co_return;
+  d->timed_out = true;
+  if (qp->state() != fabric::QpState::kErr) qp->Modify(fabric::QpState::kErr);
 }
 
 }  // namespace dmb::systems::chain

@@ -668,14 +668,6 @@ ChainClient::ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, 
   qp_ = cn->CreateQp(a);
 }
 
-Task<void> ChainClient::Timer(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<Pending> p,
-                              Ps timeout) {
-  co_await rt->SleepFor(timeout);
-  if (p->done) co_return;
-  p->timed_out = true;
-  if (qp->state() != QpState::kErr) qp->Modify(QpState::kErr);  // flushes the RECV
-}
-
 Task<Status> ChainClient::Invoke(std::vector<Sge> payload, uint32_t expect_bytes, Ps timeout) {
   const std::string what = std::string("odrp ") + ChainKindName(geo_.kind);
   if (qp_->state() == QpState::kErr) {
@@ -692,8 +684,8 @@ Task<Status> ChainClient::Invoke(std::vector<Sge> payload, uint32_t expect_bytes
   if (qp_->PostRecv(rr) != 0 || qp_->PostSend(s) != 0) {
     co_return Status(Code::kLaneBroken, what + ": cannot post on the chain QP");
   }
-  auto pending = std::make_shared<Pending>();
-  rt_->Spawn(Timer(rt_, qp_, pending, timeout));
+  auto pending = std::make_shared<chain::ReplyDeadline>();
+  rt_->Spawn(chain::ArmDeadline(rt_, qp_, pending, timeout));
   busy_ = true;
   const fabric::WorkCompletion wc = co_await recv_cq_->Next();
   busy_ = false;

@@ -372,12 +372,6 @@ class ChainClient {
   Task<Status> Invalidate(uint64_t tt_addr, Ps timeout);
 
  private:
-  struct Pending {
-    bool done = false;
-    bool timed_out = false;
-  };
-  static Task<void> Timer(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<Pending> p,
-                          Ps timeout);
   Status BusyStatus() const;
   // Posts the RECV for the reply and the SEND, awaits the reply.
   Task<Status> Invoke(std::vector<fabric::Sge> payload, uint32_t expect_bytes, Ps timeout);

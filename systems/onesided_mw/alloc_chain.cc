@@ -422,14 +422,6 @@ AllocClient::AllocClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, 
   qp_ = cn->CreateQp(a);
 }
 
-Task<void> AllocClient::Timer(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<Pending> p,
-                              Ps timeout) {
-  co_await rt->SleepFor(timeout);
-  if (p->done) co_return;
-  p->timed_out = true;
-  if (qp->state() != QpState::kErr) qp->Modify(QpState::kErr);  // flushes the RECV
-}
-
 Task<Result<AllocGrant>> AllocClient::Allocate(std::vector<uint32_t> access_qpns, Ps timeout) {
   Result<AllocGrant> r;
   if (access_qpns.size() + 1 != g_) {
@@ -488,8 +480,8 @@ Task<Result<AllocGrant>> AllocClient::Allocate(std::vector<uint32_t> access_qpns
     r.status = Status(Code::kLaneBroken, "onesided_mw alloc: cannot post on the alloc QP");
     co_return r;
   }
-  auto pending = std::make_shared<Pending>();
-  rt_->Spawn(Timer(rt_, qp_, pending, timeout));
+  auto pending = std::make_shared<chain::ReplyDeadline>();
+  rt_->Spawn(chain::ArmDeadline(rt_, qp_, pending, timeout));
   const fabric::WorkCompletion wc = co_await recv_cq_->Next();
   pending->done = true;
   if (wc.status != fabric::WcStatus::kSuccess) {

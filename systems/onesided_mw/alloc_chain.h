@@ -246,13 +246,6 @@ class AllocClient {
   Task<Result<AllocGrant>> Allocate(std::vector<uint32_t> access_qpns, Ps timeout);
 
  private:
-  struct Pending {
-    bool done = false;
-    bool timed_out = false;
-  };
-  static Task<void> Timer(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<Pending> p,
-                          Ps timeout);
-
   fabric::Node* cn_;
   fabric::Runtime* rt_;
   fabric::Mr* mr_;

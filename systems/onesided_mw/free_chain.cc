@@ -386,14 +386,6 @@ FreeClient::FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fa
   qp_ = cn->CreateQp(a);
 }
 
-Task<void> FreeClient::Timer(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<Pending> p,
-                             Ps timeout) {
-  co_await rt->SleepFor(timeout);
-  if (p->done) co_return;
-  p->timed_out = true;
-  if (qp->state() != QpState::kErr) qp->Modify(QpState::kErr);  // flushes the RECV
-}
-
 Task<Status> FreeClient::Free(uint64_t handle, Ps timeout) {
   if (qp_->state() == QpState::kErr) {
     co_return Status(Code::kLaneBroken, "onesided_mw free: the Free QP is in ERR");
@@ -436,8 +428,8 @@ Task<Status> FreeClient::Free(uint64_t handle, Ps timeout) {
   if (!posted) {
     co_return Status(Code::kLaneBroken, "onesided_mw free: cannot post on the Free QP");
   }
-  auto pending = std::make_shared<Pending>();
-  rt_->Spawn(Timer(rt_, qp_, pending, timeout));
+  auto pending = std::make_shared<chain::ReplyDeadline>();
+  rt_->Spawn(chain::ArmDeadline(rt_, qp_, pending, timeout));
   const fabric::WorkCompletion wc = co_await recv_cq_->Next();
   pending->done = true;
   if (wc.status != fabric::WcStatus::kSuccess) {

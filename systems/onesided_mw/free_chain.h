@@ -244,13 +244,6 @@ class FreeClient {
   Task<Status> Free(uint64_t handle, Ps timeout);
 
  private:
-  struct Pending {
-    bool done = false;
-    bool timed_out = false;
-  };
-  static Task<void> Timer(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<Pending> p,
-                          Ps timeout);
-
   fabric::Node* cn_;
   fabric::Runtime* rt_;
   fabric::Mr* mr_;
