@@ -69,6 +69,35 @@ inline void PostOrThrow(fabric::Qp* qp, const fabric::SendWr& wr, const char* wh
   }
 }
 
+// An MN-local chain QP, looped back to itself, both queues on `cq`.
+// Cross-channel (it may WAIT and SEND_ENABLE); `managed`: its SQ runs only as
+// far as SEND_ENABLEs allow.
+struct LoopbackSpec {
+  fabric::Pd* pd = nullptr;
+  fabric::Cq* cq = nullptr;
+  uint32_t max_send_wr = 1;
+  uint32_t max_send_sge = 1;
+  bool managed = false;
+  uint32_t access = fabric::QpInitAttr{}.access;
+  bool invalidate_any_qp = false;
+};
+inline fabric::Qp* LoopbackQp(fabric::Cluster* cluster, fabric::Node* node, const LoopbackSpec& s) {
+  fabric::QpInitAttr a;
+  a.pd = s.pd;
+  a.send_cq = s.cq;
+  a.recv_cq = s.cq;
+  a.max_send_wr = s.max_send_wr;
+  a.max_recv_wr = 1;
+  a.max_send_sge = s.max_send_sge;
+  a.access = s.access;
+  a.cross_channel = true;
+  a.manage_send = s.managed;
+  a.invalidate_any_qp = s.invalidate_any_qp;
+  fabric::Qp* qp = node->CreateQp(a);
+  cluster->Connect(qp, qp);
+  return qp;
+}
+
 // A CN awaiting a chain's reply gives up after `timeout`: ArmDeadline (spawned
 // beside the wait) moves the CN's QP to ERR, which flushes the RECV the reply
 // would have consumed, so the wait ends. Set `done` when the reply came first.

@@ -228,15 +228,7 @@ Task<std::unique_ptr<OdrpMn>> OdrpMn::Create(fabric::Cluster* cluster, fabric::N
   m->pool_mr_ = co_await mn->RegMr(m->pd_, m->pool_, lay.pages * kPageBytes, kRwAccess);
   m->meta_mr_ = co_await mn->RegMr(m->pd_, m->meta_, lay.meta_bytes(), kMetaAccess);
   m->boot_cq_ = mn->CreateCq(4, /*ignore_overrun=*/true);
-  fabric::QpInitAttr a;
-  a.pd = m->pd_;
-  a.send_cq = m->boot_cq_;
-  a.recv_cq = m->boot_cq_;
-  a.max_send_wr = 16;
-  a.max_recv_wr = 1;
-  a.cross_channel = true;
-  m->boot_ = mn->CreateQp(a);
-  cluster->Connect(m->boot_, m->boot_);
+  m->boot_ = chain::LoopbackQp(cluster, mn, {.pd = m->pd_, .cq = m->boot_cq_, .max_send_wr = 16});
   co_return m;
 }
 
@@ -295,26 +287,16 @@ Task<std::unique_ptr<Chain>> Chain::Create(OdrpMn* mn, const CnTable* cn, ChainK
   r.cross_channel = true;
   r.manage_send = true;
   c->r_ = n->CreateQp(r);
-  fabric::QpInitAttr l;
-  l.pd = mn->pd();
-  l.send_cq = c->lcq_;
-  l.recv_cq = c->lcq_;
-  l.max_send_wr = g.slots * g.l_wrs;
-  l.max_recv_wr = 1;
   const bool swaps = kind == ChainKind::kUnmappedStore || kind == ChainKind::kInvalidate;
-  l.max_send_sge = swaps ? 8 : 1;  // EndianSwap: 8 one-byte SGEs
-  l.cross_channel = true;
-  l.manage_send = true;
-  c->l_ = n->CreateQp(l);
-  fabric::QpInitAttr cc;
-  cc.pd = mn->pd();
-  cc.send_cq = c->ccq_;
-  cc.recv_cq = c->ccq_;
-  cc.max_send_wr = g.slots * g.c_wrs;
-  cc.max_recv_wr = 1;
-  cc.cross_channel = true;
-  cc.manage_send = true;
-  c->c_ = n->CreateQp(cc);
+  c->l_ = chain::LoopbackQp(mn->cluster(), n,
+                            {.pd = mn->pd(),
+                             .cq = c->lcq_,
+                             .max_send_wr = g.slots * g.l_wrs,
+                             .max_send_sge = swaps ? 8u : 1u,  // EndianSwap: 8 one-byte SGEs
+                             .managed = true});
+  c->c_ = chain::LoopbackQp(
+      mn->cluster(), n,
+      {.pd = mn->pd(), .cq = c->ccq_, .max_send_wr = g.slots * g.c_wrs, .managed = true});
   for (fabric::Qp* q : {c->r_, c->l_, c->c_}) {
     const uint32_t k = q == c->r_ ? g.r_wrs : q == c->l_ ? g.l_wrs : g.c_wrs;
     if (q->send_ring_size() != g.slots * k) {
@@ -326,8 +308,6 @@ Task<std::unique_ptr<Chain>> Chain::Create(OdrpMn* mn, const CnTable* cn, ChainK
   if (c->r_->recv_ring_size() != g.slots) {
     throw std::logic_error("odrp chain: RQ ring size != slots");
   }
-  mn->cluster()->Connect(c->l_, c->l_);
-  mn->cluster()->Connect(c->c_, c->c_);
   if (kind != ChainKind::kLoad) {
     fabric::Memory& mem = n->memory();
     c->scratch_ = mem.Alloc(24ull * g.slots, 64);  // faa[], ta[], chk[]

@@ -77,39 +77,20 @@ Task<std::unique_ptr<AllocChain>> AllocChain::Create(fabric::Cluster* cluster, M
   a.manage_send = true;
   ch->a_ = mn->CreateQp(a);
 
-  fabric::QpInitAttr l;
-  l.pd = md->meta_pd();
-  l.send_cq = ch->lcq_;
-  l.recv_cq = ch->lcq_;
-  l.max_send_wr = n * kWorkerWrs;
-  l.max_recv_wr = 1;
-  l.max_send_sge = std::max<uint32_t>(8, g + 2);
-  l.cross_channel = true;
-  l.manage_send = true;
-  ch->l_ = mn->CreateQp(l);
-
-  fabric::QpInitAttr c;
-  c.pd = md->meta_pd();
-  c.send_cq = ch->ccq_;
-  c.recv_cq = ch->ccq_;
-  c.max_send_wr = n * (rec ? kControlWrsRecycle : kControlWrs);
-  c.max_recv_wr = 1;
-  c.cross_channel = true;
-  c.manage_send = rec;  // recycling: runs only as far as it enabled itself
-  ch->c_ = mn->CreateQp(c);
-
-  cluster->Connect(ch->l_, ch->l_);
-  cluster->Connect(ch->c_, ch->c_);
+  ch->l_ = chain::LoopbackQp(cluster, mn,
+                             {.pd = md->meta_pd(),
+                              .cq = ch->lcq_,
+                              .max_send_wr = n * kWorkerWrs,
+                              .max_send_sge = std::max<uint32_t>(8, g + 2),
+                              .managed = true});
+  // Recycling: C runs only as far as it enabled itself.
+  ch->c_ = chain::LoopbackQp(cluster, mn,
+                             {.pd = md->meta_pd(),
+                              .cq = ch->ccq_,
+                              .max_send_wr = n * (rec ? kControlWrsRecycle : kControlWrs),
+                              .managed = rec});
   if (rec) {
-    fabric::QpInitAttr b;
-    b.pd = md->meta_pd();
-    b.send_cq = ch->ccq_;
-    b.recv_cq = ch->ccq_;
-    b.max_send_wr = 1;
-    b.max_recv_wr = 1;
-    b.cross_channel = true;
-    ch->boot_ = mn->CreateQp(b);
-    cluster->Connect(ch->boot_, ch->boot_);
+    ch->boot_ = chain::LoopbackQp(cluster, mn, {.pd = md->meta_pd(), .cq = ch->ccq_});
     // A's RECVs rewrite C's WAIT counts and ENABLE indices: C's ring again in
     // the data PD, local write only.
     ch->c_ring_data_mr_ = co_await mn->RegMr(

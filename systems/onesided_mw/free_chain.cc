@@ -80,42 +80,26 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   f.invalidate_any_qp = false;  // the owner check (header comment)
   ch->f_ = mn->CreateQp(f);
 
-  fabric::QpInitAttr u;
-  u.pd = md->data_pd();
-  u.send_cq = ch->ucq_;
-  u.recv_cq = ch->ucq_;
-  u.max_send_wr = n * (rec ? UnbindSlotWrs(g) : kUnbindWrs(g));
-  u.max_recv_wr = 1;
-  u.access = 0;
-  u.cross_channel = true;
-  u.manage_send = true;
-  u.invalidate_any_qp = true;  // MN-only: MW k is bound to a CN's access QP
-  ch->u_ = mn->CreateQp(u);
-
-  fabric::QpInitAttr l;
-  l.pd = md->meta_pd();
-  l.send_cq = ch->lcq_;
-  l.recv_cq = ch->lcq_;
-  l.max_send_wr = n * (rec ? kWorkerSlotWrs : kWorkerWrs);
-  l.max_recv_wr = 1;
-  l.max_send_sge = std::max<uint32_t>(8, 2 + 2 * g);
-  l.cross_channel = true;
-  l.manage_send = true;
-  ch->l_ = mn->CreateQp(l);
-
-  fabric::QpInitAttr c;
-  c.pd = md->meta_pd();
-  c.send_cq = ch->ccq_;
-  c.recv_cq = ch->ccq_;
-  c.max_send_wr = n * (rec ? kControlSlotWrs : kControlWrs);
-  c.max_recv_wr = 1;
-  c.cross_channel = true;
-  c.manage_send = rec;  // recycling: runs only as far as it enabled itself
-  ch->c_ = mn->CreateQp(c);
-
-  cluster->Connect(ch->u_, ch->u_);
-  cluster->Connect(ch->l_, ch->l_);
-  cluster->Connect(ch->c_, ch->c_);
+  // MN-only: MW k is bound to a CN's access QP, so U may invalidate any QP's.
+  ch->u_ = chain::LoopbackQp(cluster, mn,
+                             {.pd = md->data_pd(),
+                              .cq = ch->ucq_,
+                              .max_send_wr = n * (rec ? UnbindSlotWrs(g) : kUnbindWrs(g)),
+                              .managed = true,
+                              .access = 0,
+                              .invalidate_any_qp = true});
+  ch->l_ = chain::LoopbackQp(cluster, mn,
+                             {.pd = md->meta_pd(),
+                              .cq = ch->lcq_,
+                              .max_send_wr = n * (rec ? kWorkerSlotWrs : kWorkerWrs),
+                              .max_send_sge = std::max<uint32_t>(8, 2 + 2 * g),
+                              .managed = true});
+  // Recycling: C runs only as far as it enabled itself.
+  ch->c_ = chain::LoopbackQp(cluster, mn,
+                             {.pd = md->meta_pd(),
+                              .cq = ch->ccq_,
+                              .max_send_wr = n * (rec ? kControlSlotWrs : kControlWrs),
+                              .managed = rec});
 
   auto ring_mr = [&](fabric::Qp* qp, fabric::Pd* pd) -> Task<fabric::Mr*> {
     co_return co_await mn->RegMr(pd, qp->SendWqeAddr(0),
@@ -126,15 +110,7 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   ch->f_ring_meta_mr_ = co_await ring_mr(ch->f_, md->meta_pd());
   ch->u_ring_meta_mr_ = co_await ring_mr(ch->u_, md->meta_pd());
   if (rec) {
-    fabric::QpInitAttr b;
-    b.pd = md->meta_pd();
-    b.send_cq = ch->ccq_;
-    b.recv_cq = ch->ccq_;
-    b.max_send_wr = 1;
-    b.max_recv_wr = 1;
-    b.cross_channel = true;
-    ch->boot_ = mn->CreateQp(b);
-    cluster->Connect(ch->boot_, ch->boot_);
+    ch->boot_ = chain::LoopbackQp(cluster, mn, {.pd = md->meta_pd(), .cq = ch->ccq_});
     ch->c_ring_data_mr_ = co_await ring_mr(ch->c_, md->data_pd());
   }
 
