@@ -34,6 +34,8 @@ enum class Isolation : uint8_t {
   kChunkRkey,  // per-chunk rkey usable from any QP of the MN's PD (MR or type-1 MW):
                // after a rebind the old key differs in 8 bits only (guessable)
   kChunkQp,    // per-chunk type-2 MW: only through the owner's QP(s)
+  kTranslated,  // no rkey at all: a CN names its pages through its own translation
+                // table, which only its own MN-side chains reach (ODRP)
 };
 std::string_view IsolationName(Isolation i);
 

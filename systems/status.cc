@@ -40,6 +40,8 @@ std::string_view IsolationName(Isolation i) {
       return "chunk_rkey";
     case Isolation::kChunkQp:
       return "chunk_qp";
+    case Isolation::kTranslated:
+      return "translated";
   }
   return "?";
 }
