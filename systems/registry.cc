@@ -6,13 +6,11 @@ extern const SystemInfo kStaticMr;
 extern const SystemInfo kFineMr;
 extern const SystemInfo kRpcMw;
 extern const SystemInfo kFineMem;
+extern const SystemInfo kOneSidedMw;
 
 const std::vector<const SystemInfo*>& Registry::All() {
   static const std::vector<const SystemInfo*> kAll = {
-      &kStaticMr,
-      &kFineMr,
-      &kRpcMw,
-      &kFineMem,
+      &kStaticMr, &kFineMr, &kRpcMw, &kFineMem, &kOneSidedMw,
   };
   return kAll;
 }

@@ -382,6 +382,34 @@ bool AllocChain::Faulted() const {
          c_->QueryState() == QpState::kErr;
 }
 
+Task<void> AllocChain::Quiesce(fabric::Runtime* rt) {
+  if (c_->state() != QpState::kErr) c_->Modify(QpState::kErr);
+  if (boot_ && boot_->state() != QpState::kErr) boot_->Modify(QpState::kErr);
+  // Every L WR is signaled: L is idle once every started step completed.
+  // A control-path poll of the QP's progress, never on an allocation.
+  while (l_->state() != QpState::kErr &&
+         lcq_->total_completions() < l_->counters().send_wrs_executed) {
+    co_await rt->SleepFor(kPsPerUs);
+  }
+  if (l_->state() != QpState::kErr) l_->Modify(QpState::kErr);
+  if (a_->state() != QpState::kErr) a_->Modify(QpState::kErr);
+}
+
+AllocChain::Progress AllocChain::Inspect(uint64_t m) const {
+  Progress p;
+  const uint64_t run = l_->counters().send_wrs_executed;
+  const uint64_t first = uint64_t{kWorkerWrs} * m;
+  p.steps = run <= first ? 0 : static_cast<uint32_t>(std::min<uint64_t>(run - first, kWorkerWrs));
+  const uint64_t slot = scratch_ + kScratchSlotsOff + kSlotBytes * (m % cfg_.max_instances);
+  if (p.steps >= 1) p.element = mn_->memory().LoadU64(slot);
+  if (p.steps >= 4) {
+    uint8_t b[8];
+    mn_->memory().Read(l_->SendWqeAddr(first + 5) + WqeLayout::kRemoteAddr, b, 8);
+    p.entry = fabric::LoadBe64(b);
+  }
+  return p;
+}
+
 // ---- CN side ------------------------------------------------------------------------
 
 AllocClient::AllocClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,

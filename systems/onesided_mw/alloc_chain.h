@@ -185,6 +185,23 @@ class AllocChain {
   // serves nothing until rebuilt.
   bool Faulted() const;
 
+  // ---- Recovery (MN CPU, control path: onesided_mw.cc) ----
+  // Stops the chain for good: C first (nothing more is enabled), then L once
+  // every step it started has completed, then A and B. The CN's end of A
+  // sees the next SEND fail.
+  Task<void> Quiesce(fabric::Runtime* rt);
+  // What request `m` (absolute, 0-based) did on L, read after Quiesce. L's
+  // steps run in order and each is counted when started, so `steps` says
+  // exactly which effects happened: 1 the claim (head FAA), 4 the element
+  // read into L6, 5 the element zeroed, 7 owner_id written, 8 the ticket
+  // (the reply was acknowledged: the CN has the grant).
+  struct Progress {
+    uint32_t steps = 0;
+    uint64_t element = 0;  // the claimed element's address (steps >= 1)
+    uint64_t entry = 0;    // what the element held (steps >= 4): 0 = the queue was empty
+  };
+  Progress Inspect(uint64_t m) const;
+
  private:
   AllocChain() = default;
 

@@ -331,6 +331,12 @@ bool FreeChain::Faulted() const {
          l_->QueryState() == QpState::kErr || c_->QueryState() == QpState::kErr;
 }
 
+void FreeChain::Quiesce() {
+  for (fabric::Qp* q : {c_, boot_, f_, u_, l_}) {
+    if (q && q->state() != QpState::kErr) q->Modify(QpState::kErr);
+  }
+}
+
 // ---- CN side ------------------------------------------------------------------------
 
 FreeClient::FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,

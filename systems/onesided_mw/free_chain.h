@@ -188,6 +188,8 @@ class FreeChain {
     return f_->counters().recvs_consumed / (cfg_.recycle ? kRecvsPerRequestRecycle : 1);
   }
   bool Faulted() const;
+  // Stops the chain for good (MN CPU, recovery): C first, then F, U, L.
+  void Quiesce();
 
  private:
   FreeChain() = default;

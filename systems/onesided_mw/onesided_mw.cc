@@ -1,1 +1,573 @@
-// (being written)
+#include "systems/onesided_mw/onesided_mw.h"
+
+#include <algorithm>
+#include <bit>
+#include <stdexcept>
+#include <string>
+
+#include "systems/registry.h"
+
+namespace dmb::systems::onesided_mw {
+
+using fabric::Opcode;
+using fabric::QpState;
+using fabric::SendWr;
+using fabric::WcStatus;
+
+// ============================== MN side ==============================
+
+OsmwMn::OsmwMn(const Deployment& d, const Knobs& k)
+    : MnBase(d, k),
+      g_(static_cast<uint32_t>(k.Int("group_size"))),
+      chunk_bytes_(k.Size("granularity")),
+      instances_(static_cast<uint32_t>(k.Int("chain_instances"))),
+      empty_watch_(static_cast<Ps>(k.Int("empty_watch_us")) * kPsPerUs),
+      monitor_period_(static_cast<Ps>(k.Int("monitor_period_us")) * kPsPerUs),
+      budget_(static_cast<uint64_t>(k.Int("budget_chunks"))) {
+  if (!std::has_single_bit(instances_)) {
+    throw ConfigError("onesided_mw: chain_instances must be a power of two (4..64), got " +
+                      std::to_string(instances_));
+  }
+}
+
+MnBase::CapsNeed OsmwMn::Needs() const {
+  return {"onesided_mw", {"mw_type2", "qpn_in_bind", "cross_channel", "atomics", "masked_atomics"}};
+}
+
+Task<void> OsmwMn::Setup() {
+  const uint64_t entries = pool_bytes_ / chunk_bytes_;
+  if (entries < 1 || entries > (1u << 24)) {
+    throw ConfigError("onesided_mw: " + std::to_string(pool_bytes_) + " B of MN memory in " +
+                      std::to_string(chunk_bytes_) + " B chunks gives " + std::to_string(entries) +
+                      " chunks; use 1..16M chunks (change granularity or the pool size)");
+  }
+  // Registered once ([OSMW] §5): the windows grant all remote access.
+  pool_mr_ =
+      co_await node_->RegMr(pd_, pool_addr_, pool_bytes_, fabric::kLocalWrite | fabric::kMwBind);
+  MetadataConfig mc;
+  mc.group_size = g_;
+  mc.entries = static_cast<uint32_t>(entries);
+  mc.chunk_bytes = chunk_bytes_;
+  md_ = co_await Metadata::Create(node_, pd_, pool_mr_, mc);
+  const Layout& l = md_->layout();
+  ring_ = co_await RingRepair::Create({deployment_.cluster, node_, md_->meta_mr(), md_->ring_addr(),
+                                       l.ring_bytes, md_->head_addr(), md_->tail_addr()});
+  notice_src_ = node_->memory().Alloc(16, 64);
+  node_->memory().StoreU64(notice_src_, kNoticeOk);
+  node_->memory().StoreU64(notice_src_ + 8, kNoticeEmpty);
+  notice_src_mr_ = co_await node_->RegMr(pd_, notice_src_, 16, fabric::kLocalWrite);
+  notice_cq_ = node_->CreateCq(1u << 16, /*ignore_overrun=*/true);
+  reclaim_cq_ = node_->CreateCq(64);
+  fabric::QpInitAttr a;
+  a.pd = pd_;
+  a.send_cq = reclaim_cq_;
+  a.recv_cq = reclaim_cq_;
+  a.max_send_wr = 16;
+  a.invalidate_any_qp = true;  // MN-only: retires windows bound to any QP
+  reclaim_qp_ = node_->CreateQp(a);
+  deployment_.cluster->Connect(reclaim_qp_, reclaim_qp_);
+  if (budget_ > 0) runtime().Spawn(Monitor());
+}
+
+Task<void> OsmwMn::Handle(MnLane&, const RpcRequest&, RpcReply& reply) {
+  // Nothing is served by RPC: allocation and free are chains.
+  reply.code = static_cast<uint32_t>(Code::kUnsupported);
+  co_return;
+}
+
+uint64_t OsmwMn::chunks_in_use() const {
+  if (!md_) return 0;
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < md_->layout().entries; ++i) {
+    n += node_->memory().LoadU64(md_->owner_addr(i)) != kNoOwner;
+  }
+  return n;
+}
+
+// ---- Pairs ----
+
+Task<std::unique_ptr<FreeChain>> OsmwMn::NewFreeChain(fabric::Qp* cn_qp) {
+  co_await ChargeQpSetup();
+  FreeChainConfig fc;
+  fc.max_instances = instances_;
+  fc.recycle = true;
+  auto chain = co_await FreeChain::Create(deployment_.cluster, md_.get(), fc);
+  deployment_.cluster->Connect(cn_qp, chain->free_qp());
+  co_await chain->Arm(instances_);
+  co_return chain;
+}
+
+Task<std::unique_ptr<AllocChain>> OsmwMn::NewAllocChain(uint32_t cn, uint32_t free_qpn,
+                                                        fabric::Qp* cn_qp) {
+  co_await ChargeQpSetup();
+  AllocChainConfig ac;
+  ac.free_qpn = free_qpn;
+  ac.owner_id = OwnerIdOfCn(cn);
+  ac.max_instances = instances_;
+  ac.recycle = true;
+  auto chain = co_await AllocChain::Create(deployment_.cluster, md_.get(), ac);
+  deployment_.cluster->Connect(cn_qp, chain->alloc_qp());
+  co_await chain->Arm(instances_);
+  co_return chain;
+}
+
+Task<uint32_t> OsmwMn::OpenPair(uint32_t cn, fabric::Qp* cn_alloc_qp, fabric::Qp* cn_free_qp) {
+  auto p = std::make_unique<Pair>();
+  p->cn = cn;
+  p->free = co_await NewFreeChain(cn_free_qp);
+  p->alloc = co_await NewAllocChain(cn, p->free->free_qp()->qp_num(), cn_alloc_qp);
+  if (cut(cn)) {
+    co_await p->alloc->Quiesce(&runtime());
+    p->stopped_why = "onesided_mw: CN " + std::to_string(cn) + " is over its budget";
+  }
+  pairs_.push_back(std::move(p));
+  co_return static_cast<uint32_t>(pairs_.size() - 1);
+}
+
+void OsmwMn::RegisterNotice(uint32_t cn, fabric::Qp* cn_qp, uint64_t addr, uint32_t rkey) {
+  fabric::QpInitAttr a;
+  a.pd = pd_;
+  a.send_cq = notice_cq_;
+  a.recv_cq = notice_cq_;
+  a.max_send_wr = 64;
+  a.access = 0;
+  fabric::Qp* qp = node_->CreateQp(a);
+  deployment_.cluster->Connect(cn_qp, qp);
+  notices_[cn] = {qp, addr, rkey};
+  if (empty_) {
+    const Notice& n = notices_[cn];
+    SendWr w;
+    w.opcode = Opcode::kWrite;
+    w.flags = 0;
+    w.remote_addr = n.addr;
+    w.rkey = n.rkey;
+    w.sg_list = {{notice_src_ + 8, 8, notice_src_mr_->lkey()}};
+    (void)n.qp->PostSend(w);
+  }
+}
+
+// "Tells the CNs" ([OSMW] §4.3): one RDMA WRITE of the notice word per CN.
+void OsmwMn::NotifyAll(uint64_t notice) {
+  for (auto& [cn, n] : notices_) {
+    if (n.qp->state() != QpState::kRts) continue;  // a crashed CN's
+    SendWr w;
+    w.opcode = Opcode::kWrite;
+    w.flags = 0;
+    w.remote_addr = n.addr;
+    w.rkey = n.rkey;
+    w.sg_list = {{notice_src_ + (notice == kNoticeEmpty ? 8 : 0), 8, notice_src_mr_->lkey()}};
+    (void)n.qp->PostSend(w);
+  }
+}
+
+// ---- Repair ----
+
+Task<fabric::WorkCompletion> OsmwMn::ReclaimExec(SendWr wr) {
+  co_await PostCost();
+  wr.flags |= fabric::kSignaled;
+  if (reclaim_qp_->PostSend(wr) != 0) {
+    throw std::runtime_error("onesided_mw: cannot post on the MN's reclaim QP");
+  }
+  co_return co_await reclaim_cq_->Next();
+}
+
+Task<bool> OsmwMn::TryInvalidate(fabric::Mw* mw) {
+  SendWr inv;
+  inv.opcode = Opcode::kLocalInv;
+  inv.invalidate_rkey = mw->rkey();
+  const fabric::WorkCompletion wc = co_await ReclaimExec(inv);
+  if (wc.status == WcStatus::kSuccess) co_return true;
+  // Not bound: the failed WR moved the QP to ERR; reset and reconnect it.
+  co_await ChargeQpSetup();
+  reclaim_qp_->Modify(QpState::kReset);
+  deployment_.cluster->Connect(reclaim_qp_, reclaim_qp_);
+  fabric::WorkCompletion drop[16];
+  while (reclaim_cq_->Poll(drop) > 0) {
+  }
+  co_return false;
+}
+
+Task<void> OsmwMn::ReclaimEntry(uint32_t i) {
+  for (uint32_t k = 0; k < g_; ++k) (void)co_await TryInvalidate(md_->mw(i, k));
+  co_await BookkeepingCost();
+  node_->memory().StoreU64(md_->owner_addr(i), kNoOwner);
+  (void)co_await ring_->Enqueue(md_->entry_addr(i));
+  ++st_.entries_reclaimed;
+}
+
+Task<bool> OsmwMn::RetireAlloc(Pair& p) {
+  AllocChain& c = *p.alloc;
+  co_await c.Quiesce(&runtime());
+  const uint64_t taken = c.requests_taken();
+  p.allocs_before += taken;
+  if (taken == 0) co_return false;
+  const AllocChain::Progress pr = c.Inspect(taken - 1);
+  co_await BookkeepingCost();
+  if (pr.steps == 0 || pr.steps >= AllocChain::kWorkerWrs) co_return false;  // nothing / granted
+  if (pr.steps >= 4 && pr.entry == 0) {
+    // The claim found the element empty: the queue ran dry.
+    ring_->AddDeadPosition(pr.element);
+    co_return true;
+  }
+  if (pr.steps >= 5) {
+    // The entry left the queue but the CN never got it: take it back.
+    const int64_t i = md_->EntryOf(pr.entry);
+    if (i >= 0) co_await ReclaimEntry(static_cast<uint32_t>(i));
+    co_return false;
+  }
+  // Claimed but neither read nor zeroed: whatever the element holds (or an
+  // enqueue puts there) is moved to the tail by the sweep.
+  ring_->AddDeadPosition(pr.element);
+  co_return false;
+}
+
+Task<Status> OsmwMn::RenewAlloc(uint32_t pair, fabric::Qp* cn_alloc_qp) {
+  Pair& p = *pairs_.at(pair);
+  if (!p.stopped_why.empty()) co_return Status(Code::kOutOfMemory, p.stopped_why);
+  co_await repair_.Lock();
+  const bool was_empty = co_await RetireAlloc(p);
+  ++st_.alloc_renewals;
+  p.alloc = co_await NewAllocChain(p.cn, p.free->free_qp()->qp_num(), cn_alloc_qp);
+  if (was_empty) {
+    ++st_.empty_faults;
+    if (!empty_) {
+      empty_ = true;
+      NotifyAll(kNoticeEmpty);
+    }
+    if (!watcher_running_) {
+      watcher_running_ = true;
+      runtime().Spawn(EmptyWatcher());
+    }
+  }
+  repair_.Unlock();
+  if (was_empty) {
+    co_return Status(Code::kOutOfMemory,
+                     "onesided_mw: the free-MW queue is empty (the allocation chain found a "
+                     "zeroed element); the MN tells every CN when memory is back");
+  }
+  co_return Status(Code::kLaneBroken,
+                   "onesided_mw: the allocation chain faulted on this request (bad access QP "
+                   "number or reply buffer?); the MN rebuilt it, nothing was allocated");
+}
+
+Task<void> OsmwMn::RebindMw0(uint32_t i, uint32_t free_qpn) {
+  fabric::Mw* mw = md_->mw(i, 0);
+  if (!co_await TryInvalidate(mw)) co_return;
+  SendWr b;
+  b.opcode = Opcode::kBindMw;
+  b.bind_mw_rkey = mw->rkey();
+  b.bind_new_rkey = mw->rkey();  // the MWTable keeps naming it
+  b.bind_mr_lkey = pool_mr_->lkey();
+  b.bind_addr = md_->chunk_addr(i);
+  b.bind_length = chunk_bytes_;
+  b.bind_access = md_->config().mw_access;
+  b.bind_qpn = free_qpn;
+  const fabric::WorkCompletion wc = co_await ReclaimExec(b);
+  if (wc.status != WcStatus::kSuccess) {
+    throw std::runtime_error("onesided_mw: rebinding MW 0 of entry " + std::to_string(i) +
+                             " failed: " + std::string(fabric::WcStatusName(wc.status)));
+  }
+}
+
+Task<void> OsmwMn::RenewFree(uint32_t pair, fabric::Qp* cn_free_qp, fabric::Qp* cn_alloc_qp,
+                             std::vector<uint64_t> held) {
+  Pair& p = *pairs_.at(pair);
+  co_await repair_.Lock();
+  p.free->Quiesce();
+  p.frees_before += p.free->requests_taken();
+  ++p.frees_refused;
+  ++st_.free_renewals;
+  p.free = co_await NewFreeChain(cn_free_qp);
+  const uint32_t new_f = p.free->free_qp()->qp_num();
+  // The allocation chain's BIND of MW 0 names the old Free QP (fixed when
+  // posted): it is rebuilt too.
+  if (p.stopped_why.empty()) {
+    (void)co_await RetireAlloc(p);
+    p.alloc = co_await NewAllocChain(p.cn, new_f, cn_alloc_qp);
+  }
+  // MW 0 of what the CN still holds through this pair moves to the new Free
+  // QP; the owner check keeps a CN to its own entries.
+  std::sort(held.begin(), held.end());
+  for (uint64_t h : held) {
+    co_await BookkeepingCost();
+    const int64_t i = md_->EntryOf(h);
+    if (i < 0 ||
+        node_->memory().LoadU64(md_->owner_addr(static_cast<uint32_t>(i))) != OwnerIdOfCn(p.cn)) {
+      continue;
+    }
+    co_await RebindMw0(static_cast<uint32_t>(i), new_f);
+  }
+  repair_.Unlock();
+}
+
+Task<void> OsmwMn::SweepAndMaybeReopen() {
+  st_.elements_moved += co_await ring_->Sweep();
+  if (empty_ && ring_->HeadHasElement()) {
+    empty_ = false;
+    NotifyAll(kNoticeOk);
+  }
+}
+
+Task<Status> OsmwMn::Probe() {
+  co_await repair_.Lock();
+  co_await BookkeepingCost();
+  co_await SweepAndMaybeReopen();
+  const bool empty = empty_;
+  repair_.Unlock();
+  if (empty) co_return Status(Code::kOutOfMemory, "onesided_mw: the free-MW queue is empty");
+  co_return Status::Ok();
+}
+
+// "Watches the tail and tells them when memory is back" ([OSMW] §4.3).
+Task<void> OsmwMn::EmptyWatcher() {
+  while (empty_) {
+    co_await runtime().SleepFor(empty_watch_);
+    co_await repair_.Lock();
+    co_await SweepAndMaybeReopen();
+    repair_.Unlock();
+  }
+  watcher_running_ = false;
+}
+
+uint64_t OsmwMn::Held(uint32_t cn) const {
+  uint64_t allocs = 0, frees = 0;
+  for (const auto& p : pairs_) {
+    if (p->cn != cn) continue;
+    allocs += p->allocs_before + p->alloc->requests_taken();
+    frees += p->frees_before + p->free->requests_taken() - p->frees_refused;
+  }
+  return allocs > frees ? allocs - frees : 0;
+}
+
+// The DoS monitor ([OSMW] §4.4): reads each CN's management-QP counters.
+Task<void> OsmwMn::Monitor() {
+  for (;;) {
+    co_await runtime().SleepFor(monitor_period_);
+    ++st_.monitor_scans;
+    co_await repair_.Lock();
+    for (auto& [cn, n] : notices_) {
+      co_await BookkeepingCost();
+      if (cut(cn) || Held(cn) <= budget_) continue;
+      cut_[cn] = true;
+      ++st_.cns_cut;
+      for (auto& p : pairs_) {
+        if (p->cn != cn || !p->stopped_why.empty()) continue;
+        (void)co_await RetireAlloc(*p);
+        p->stopped_why = "onesided_mw: CN " + std::to_string(cn) +
+                         " held more than its budget of " + std::to_string(budget_) +
+                         " chunks; the MN stopped its allocation chains (frees still work)";
+      }
+    }
+    repair_.Unlock();
+  }
+}
+
+Task<ReclaimReport> OsmwMn::ReclaimCn(uint32_t cn) {
+  co_await repair_.Lock();
+  for (auto& p : pairs_) {
+    if (p->cn != cn) continue;
+    if (p->stopped_why.empty()) (void)co_await RetireAlloc(*p);
+    p->stopped_why = "onesided_mw: CN " + std::to_string(cn) + " was declared crashed";
+    p->free->Quiesce();
+  }
+  if (auto it = notices_.find(cn); it != notices_.end()) it->second.qp->Modify(QpState::kErr);
+  ReclaimReport rep;
+  const uint64_t owner = OwnerIdOfCn(cn);
+  for (uint32_t i = 0; i < md_->layout().entries; ++i) {
+    co_await BookkeepingCost();
+    if (node_->memory().LoadU64(md_->owner_addr(i)) != owner) continue;
+    co_await ReclaimEntry(i);
+    ++rep.chunks_reclaimed;
+  }
+  co_await SweepAndMaybeReopen();
+  repair_.Unlock();
+  co_return rep;
+}
+
+// ============================== CN side ==============================
+
+namespace {
+
+Capabilities OsmwCaps(const Knobs& k) {
+  Capabilities c;
+  c.granularity_bytes = k.Size("granularity");
+  c.isolation = Isolation::kChunkQp;
+  c.mn_cpu_on_alloc = false;
+  c.mn_cpu_on_access = false;
+  c.max_group_lanes = static_cast<int>(k.Int("group_size")) - 1;
+  return c;
+}
+
+}  // namespace
+
+OsmwCn::OsmwCn(const Deployment& d, uint32_t cn_index, MnControl* mn, const Knobs& k)
+    : CnBase(d, cn_index, mn, OsmwCaps(k)),
+      g_(static_cast<uint32_t>(k.Int("group_size"))),
+      sep_(k.Bool("sep")),
+      alloc_qps_(static_cast<uint32_t>(k.Int("alloc_qps"))),
+      instances_(static_cast<uint32_t>(k.Int("chain_instances"))),
+      timeout_(static_cast<Ps>(k.Int("reply_timeout_us")) * kPsPerUs) {}
+
+OsmwMn& OsmwCn::Mn() {
+  auto* mn = dynamic_cast<OsmwMn*>(mn_);
+  if (!mn) {
+    throw ConfigError(
+        "onesided_mw: the chains need a ConnectX-class RNIC (cross_channel) and the MN in "
+        "this process; a remote MN daemon is not supported yet");
+  }
+  return *mn;
+}
+
+uint64_t OsmwCn::notice() const {
+  return notice_addr_ ? node_->memory().LoadU64(notice_addr_) : kNoticeOk;
+}
+
+Task<void> OsmwCn::EnsureNotice() {
+  if (notice_addr_) co_return;
+  notice_addr_ = node_->memory().Alloc(64, 64);
+  node_->memory().StoreU64(notice_addr_, kNoticeOk);
+  notice_mr_ =
+      co_await node_->RegMr(pd_, notice_addr_, 64, fabric::kLocalWrite | fabric::kRemoteWrite);
+  fabric::QpInitAttr a;
+  a.pd = pd_;
+  a.send_cq = a.recv_cq = node_->CreateCq(16, /*ignore_overrun=*/true);
+  a.max_send_wr = 1;
+  a.access = fabric::kRemoteWrite;
+  fabric::Qp* qp = node_->CreateQp(a);
+  co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 3);
+  co_await mn_->ChargeQpSetup();
+  Mn().RegisterNotice(cn_index_, qp, notice_addr_, notice_mr_->rkey());
+}
+
+std::unique_ptr<AllocClient> OsmwCn::NewAllocClient(Pair& p) {
+  return std::make_unique<AllocClient>(node_, pd_, &deployment_.cluster->runtime(), p.mr,
+                                       p.alloc_buf, g_, instances_);
+}
+
+std::unique_ptr<FreeClient> OsmwCn::NewFreeClient(Pair& p) {
+  return std::make_unique<FreeClient>(node_, pd_, &deployment_.cluster->runtime(), p.mr, p.free_buf,
+                                      node_->CreateCq(64, /*ignore_overrun=*/true), instances_, g_);
+}
+
+Task<OsmwCn::Pair*> OsmwCn::NewPair() {
+  auto p = std::make_unique<Pair>();
+  const uint64_t abytes = (AllocClient::RecycleBufferBytes(g_) + 63) / 64 * 64;
+  const uint64_t bytes = abytes + FreeClient::kRecycleBufferBytes;
+  const uint64_t base = node_->memory().Alloc(bytes, 4096);
+  p->mr = co_await node_->RegMr(pd_, base, bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
+  p->alloc_buf = base;
+  p->free_buf = base + abytes;
+  p->alloc = NewAllocClient(*p);
+  p->free = NewFreeClient(*p);
+  co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 6);
+  p->id = co_await Mn().OpenPair(cn_index_, p->alloc->qp(), p->free->qp());
+  pairs_.push_back(std::move(p));
+  co_return pairs_.back().get();
+}
+
+Task<AccessGroup*> OsmwCn::OpenGroup(int lanes, uint64_t buffer_bytes) {
+  AccessGroup* g = co_await CnBase::OpenGroup(lanes, buffer_bytes);
+  co_await EnsureNotice();
+  if (!sep_) {
+    group_pair_[g] = co_await NewPair();  // every group carries its own chains
+  } else {
+    while (pairs_.size() < alloc_qps_) (void)co_await NewPair();
+    group_pair_[g] = pairs_[next_group_++ % pairs_.size()].get();
+  }
+  co_return g;
+}
+
+OsmwCn::Pair& OsmwCn::PairFor(const AccessGroup& g) { return *group_pair_.at(&g); }
+
+Task<Result<Chunk>> OsmwCn::Alloc(AccessGroup& g) {
+  Result<Chunk> r;
+  Pair& p = PairFor(g);
+  if (notice() == kNoticeEmpty) {
+    // The MN said the queue ran dry: ask before spending a chain on it.
+    r.status = co_await Mn().Probe();
+    if (!r.ok()) co_return r;
+  }
+  std::vector<uint32_t> qpns;
+  for (uint32_t k = 1; k < g_; ++k) qpns.push_back(g.lane((k - 1) % g.size()).mn_qpn);
+  co_await p.alloc_lock.Lock();
+  Result<AllocGrant> grant = co_await p.alloc->Allocate(qpns, timeout_);
+  if (!grant.ok()) {
+    // No reply: the chain faulted. The MN CPU finds out why and rebuilds it.
+    p.alloc = NewAllocClient(p);
+    co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 3);
+    r.status = co_await Mn().RenewAlloc(p.id, p.alloc->qp());
+    p.alloc_lock.Unlock();
+    co_return r;
+  }
+  p.alloc_lock.Unlock();
+  const AllocGrant& a = grant.value;
+  r.value.addr = a.base;
+  r.value.bytes = caps_.granularity_bytes;
+  r.value.id = a.handle;
+  for (size_t i = 0; i < g.size(); ++i) r.value.rkeys.push_back(a.rkeys.at(1 + i % (g_ - 1)));
+  pair_of_handle_[a.handle] = &p;
+  co_return r;
+}
+
+Task<Status> OsmwCn::Free(AccessGroup& g, const Chunk& c) {
+  auto it = pair_of_handle_.find(c.id);
+  // A handle this CN was not granted still goes to the chain, which refuses it.
+  Pair& p = it != pair_of_handle_.end() ? *it->second : PairFor(g);
+  co_await p.free_lock.Lock();
+  Status st = co_await p.free->Free(c.id, timeout_);
+  if (st.ok()) {
+    p.free_lock.Unlock();
+    if (it != pair_of_handle_.end()) pair_of_handle_.erase(it);
+    co_return st;
+  }
+  std::vector<uint64_t> held;
+  for (const auto& [h, hp] : pair_of_handle_) {
+    if (hp == &p) held.push_back(h);
+  }
+  p.free = NewFreeClient(p);
+  p.alloc = NewAllocClient(p);
+  co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 6);
+  co_await Mn().RenewFree(p.id, p.free->qp(), p.alloc->qp(), std::move(held));
+  p.free_lock.Unlock();
+  co_return Status(Code::kNotOwner,
+                   "onesided_mw: the MN's free chain refused chunk " + std::to_string(c.id) +
+                       " (MW 0 is not bound to this CN's Free QP: not the owner, a forged "
+                       "handle or a double free); nothing changed");
+}
+
+// ============================== Registry ==============================
+
+}  // namespace dmb::systems::onesided_mw
+
+namespace dmb::systems {
+
+using onesided_mw::OsmwCn;
+using onesided_mw::OsmwMn;
+
+extern const SystemInfo kOneSidedMw;
+const SystemInfo kOneSidedMw{
+    "onesided_mw",
+    "type-2 MW groups handed out and freed by WR chains on the MN's RNIC (OneSidedMW)",
+    {{"granularity", KnobKind::kSize, "4KB", "chunk size", 64},
+     {"group_size", KnobKind::kInt, "3",
+      "MWs per chunk: MW 0 on the Free QP + (group_size-1) access QPs; 2 = no Grouping", 2,
+      onesided_mw::FreeChain::kMaxGroupSize},
+     {"sep", KnobKind::kBool, "true",
+      "Management-Access QP Separation: true = alloc_qps pairs per CN; false = chains on every "
+      "access group"},
+     {"alloc_qps", KnobKind::kInt, "1", "with sep: Alloc/Free QP pairs per CN (paper: 1)", 1, 64},
+     {"chain_instances", KnobKind::kInt, "16",
+      "chain instances pre-posted per chain (a power of two)", 4, 64},
+     {"reply_timeout_us", KnobKind::kInt, "1000",
+      "a CN declares its chain faulted after this long without a reply", 1, 100000000},
+     {"empty_watch_us", KnobKind::kInt, "100",
+      "while the queue is empty the MN CPU sweeps it this often", 1, 100000000},
+     {"budget_chunks", KnobKind::kInt, "0", "DoS budget: chunks a CN may hold (0 = no monitor)", 0,
+      int64_t{1} << 40},
+     {"monitor_period_us", KnobKind::kInt, "1000", "budget monitor period", 1, 100000000}},
+    [](const Deployment& d, const Knobs& k) -> std::unique_ptr<MemoryManager> {
+      return std::make_unique<BasicManager<OsmwMn, OsmwCn>>("onesided_mw", d, k);
+    },
+    {{"nosep", {{"sep", "false"}}}, {"nogroup", {{"group_size", "2"}}}}};
+
+}  // namespace dmb::systems

@@ -1,0 +1,231 @@
+// OneSidedMW ([OSMW] = ../shared/papers/onesidedmw-nsdi26.txt) behind the
+// MemoryManager interface: allocation and free run as WR chains on the MN's
+// RNIC (alloc_chain.h, free_chain.h), access is one-sided through type-2 MWs
+// bound to the CN's own access QPs. The MN CPU sets up, and then only
+// repairs: a faulted chain, an empty free-MW queue, a crashed CN, a CN over
+// its budget.
+//
+// Management pairs. A pair is one allocation chain and one free chain for
+// one CN (Alloc QP + Free QP, [OSMW] §4.2 Figure 4). MW 0 of every group a
+// pair's allocation chain hands out is bound to that pair's Free QP, so a
+// chunk is freed through the pair that allocated it (the CN remembers which).
+//   sep=true  ([OSMW] "+Sep"): `alloc_qps` pairs per CN (the paper: 1),
+//             shared by all the CN's access groups; access QPs hold no
+//             offloaded WRs.
+//   sep=false: every access group gets its own pair, so the number of MN
+//             QPs holding offloaded WRs grows with the threads and the sim's
+//             per-QP offload penalty ([OSMW] §3.2) slows every WR of the MN.
+// A pair serves one request at a time per chain (CN-side lock).
+//
+// Groups ([OSMW] §4.2 "QP and MW Grouping"): group_size G MWs per chunk,
+// MW 0 on the Free QP and MW k (k = 1..G-1) on the group's lane k-1, so an
+// access group has G-1 lanes at most (fewer: the lanes are named cyclically).
+// G = 2 is "no Grouping" (one access QP per chunk).
+//
+// Faults and the MN CPU (all off the allocation, free and access paths):
+//  - A CN whose allocation got no reply within reply_timeout_us asks the MN
+//    to renew the chain (RenewAlloc). The MN stops the old chain and reads
+//    what the faulted request did (AllocChain::Inspect): a claim that found
+//    the element 0 is the empty queue ([OSMW] §4.3): the dead position goes
+//    to RingRepair, every CN is told (an RDMA WRITE to its notice word), and
+//    the allocation returns kOutOfMemory. A claim that got an entry but no
+//    grant (a bad request: access qpn, CN_buff) is reclaimed at once. Either
+//    way a fresh chain is armed for the CN.
+//  - While the notice says "empty" a CN asks the MN before allocating
+//    (Probe: the MN CPU sweeps the ring); a watcher task also sweeps every
+//    empty_watch_us, and both clear the notice when memory is back.
+//  - A refused free (not the owner, forged handle, double free) kills that
+//    pair's free chain; RenewFree arms a new one and moves MW 0 of the
+//    entries the CN still holds through that pair to it (owner-checked).
+//  - ReclaimCn stops the CN's chains and returns every entry whose owner_id
+//    is that CN's (unbind, owner_id := 0, enqueue).
+//  - Budget ([OSMW] §4.4 "Protection against DoS"): with budget_chunks > 0,
+//    every monitor_period_us the MN reads each CN's management-QP counters
+//    (requests taken by its Alloc QPs minus frees) and stops the allocation
+//    chains of a CN holding more than the budget; its allocations then fail
+//    with kOutOfMemory "over budget"; frees keep working.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "systems/common/cn_base.h"
+#include "systems/common/mn_base.h"
+#include "systems/common/ring_repair.h"
+#include "systems/common/wait_list.h"
+#include "systems/onesided_mw/alloc_chain.h"
+#include "systems/onesided_mw/free_chain.h"
+#include "systems/onesided_mw/metadata.h"
+
+namespace dmb::systems::onesided_mw {
+
+// A coroutine mutex (one node, cooperative scheduling).
+class CoMutex {
+ public:
+  Task<void> Lock() {
+    while (locked_) co_await waiters_.Wait();
+    locked_ = true;
+  }
+  void Unlock() {
+    locked_ = false;
+    waiters_.NotifyAll();
+  }
+
+ private:
+  bool locked_ = false;
+  WaitList waiters_;
+};
+
+// What the MN tells a CN through its notice word.
+inline constexpr uint64_t kNoticeOk = 0;
+inline constexpr uint64_t kNoticeEmpty = 1;
+
+struct OsmwStats {
+  uint64_t alloc_renewals = 0;  // allocation chains rebuilt after a fault
+  uint64_t free_renewals = 0;
+  uint64_t empty_faults = 0;       // allocations that found the queue empty
+  uint64_t entries_reclaimed = 0;  // half-granted after a bad request, or a crashed CN's
+  uint64_t elements_moved = 0;     // RingRepair::Sweep
+  uint64_t cns_cut = 0;            // over budget
+  uint64_t monitor_scans = 0;
+};
+
+class OsmwMn : public MnBase {
+ public:
+  OsmwMn(const Deployment& d, const Knobs& knobs);
+
+  // ---- Control path, called by the CN side (the bootstrap channel) ----
+  // Creates a pair for CN `cn` and connects its chains to the CN's QPs.
+  Task<uint32_t> OpenPair(uint32_t cn, fabric::Qp* cn_alloc_qp, fabric::Qp* cn_free_qp);
+  // The CN's notice word (its memory, remote write for `rkey`).
+  void RegisterNotice(uint32_t cn, fabric::Qp* cn_qp, uint64_t addr, uint32_t rkey);
+  // See the header comment. Status kOk never: the allocation failed.
+  Task<Status> RenewAlloc(uint32_t pair, fabric::Qp* cn_alloc_qp);
+  // A free on `pair` was refused: new free and allocation chains, connected
+  // to the CN's fresh QPs; MW 0 of `held` (handles the CN holds through this
+  // pair, owner-checked) moves to the new Free QP.
+  Task<void> RenewFree(uint32_t pair, fabric::Qp* cn_free_qp, fabric::Qp* cn_alloc_qp,
+                       std::vector<uint64_t> held);
+  // kOk when the next allocation can succeed, else kOutOfMemory.
+  Task<Status> Probe();
+
+  Task<ReclaimReport> ReclaimCn(uint32_t cn_index) override;
+  Metadata& metadata() { return *md_; }
+  RingRepair& ring() { return *ring_; }
+  const OsmwStats& osmw_stats() const { return st_; }
+  bool empty() const { return empty_; }
+  bool cut(uint32_t cn) const { return cut_.count(cn) > 0; }
+  // MN QPs that carry chains (for the offload accounting in tests).
+  size_t pairs() const { return pairs_.size(); }
+
+ protected:
+  CapsNeed Needs() const override;
+  Task<void> Setup() override;
+  Task<void> Handle(MnLane& lane, const RpcRequest& req, RpcReply& reply) override;
+  uint64_t chunks_total() const override { return md_ ? md_->layout().entries : 0; }
+  uint64_t chunks_in_use() const override;
+
+ private:
+  struct Pair {
+    uint32_t cn = 0;
+    std::unique_ptr<AllocChain> alloc;
+    std::unique_ptr<FreeChain> free;
+    uint64_t allocs_before = 0;  // requests taken by retired allocation chains
+    uint64_t frees_before = 0;
+    uint64_t frees_refused = 0;
+    std::string stopped_why;  // over budget or crashed: the allocation chain stays down
+  };
+  struct Notice {
+    fabric::Qp* qp = nullptr;  // MN end
+    uint64_t addr = 0;
+    uint32_t rkey = 0;
+  };
+  Task<std::unique_ptr<AllocChain>> NewAllocChain(uint32_t cn, uint32_t free_qpn,
+                                                  fabric::Qp* cn_qp);
+  Task<std::unique_ptr<FreeChain>> NewFreeChain(fabric::Qp* cn_qp);
+  // Stops `p`'s allocation chain and repairs what its last request left.
+  // Returns true when that request found the queue empty.
+  Task<bool> RetireAlloc(Pair& p);
+  // Unbinds entry i's windows, clears owner_id and enqueues it.
+  Task<void> ReclaimEntry(uint32_t i);
+  // Moves MW 0 of entry i to another Free QP (after a free chain was rebuilt).
+  Task<void> RebindMw0(uint32_t i, uint32_t free_qpn);
+  // LOCAL_INV on the MN's reclaim QP (any QP's windows); false when the MW
+  // was not bound (the QP is then reset: a failed WR errors it).
+  Task<bool> TryInvalidate(fabric::Mw* mw);
+  Task<fabric::WorkCompletion> ReclaimExec(fabric::SendWr wr);
+  void NotifyAll(uint64_t notice);
+  Task<void> SweepAndMaybeReopen();
+  Task<void> EmptyWatcher();
+  Task<void> Monitor();
+  uint64_t Held(uint32_t cn) const;
+
+  uint32_t g_ = 3;
+  uint64_t chunk_bytes_ = 4096;
+  uint32_t instances_ = 16;
+  Ps empty_watch_ = 0;
+  Ps monitor_period_ = 0;
+  uint64_t budget_ = 0;
+  fabric::Mr* pool_mr_ = nullptr;
+  std::unique_ptr<Metadata> md_;
+  std::unique_ptr<RingRepair> ring_;
+  std::vector<std::unique_ptr<Pair>> pairs_;
+  std::map<uint32_t, Notice> notices_;
+  std::map<uint32_t, bool> cut_;
+  fabric::Mr* notice_src_mr_ = nullptr;  // 16 B: kNoticeOk, kNoticeEmpty
+  uint64_t notice_src_ = 0;
+  fabric::Cq* notice_cq_ = nullptr;
+  fabric::Cq* reclaim_cq_ = nullptr;
+  fabric::Qp* reclaim_qp_ = nullptr;
+  CoMutex repair_;  // RingRepair and the chains' rebuilds: one at a time
+  bool empty_ = false;
+  bool watcher_running_ = false;
+  OsmwStats st_;
+};
+
+class OsmwCn : public CnBase {
+ public:
+  OsmwCn(const Deployment& d, uint32_t cn_index, MnControl* mn, const Knobs& knobs);
+
+  Task<AccessGroup*> OpenGroup(int lanes, uint64_t buffer_bytes) override;
+  Task<Result<Chunk>> Alloc(AccessGroup& g) override;
+  Task<Status> Free(AccessGroup& g, const Chunk& c) override;
+
+  // Tests: the pair a group allocates through, and its clients.
+  size_t pairs() const { return pairs_.size(); }
+  uint64_t notice() const;
+
+ private:
+  struct Pair {
+    uint32_t id = 0;  // the MN's pair index
+    fabric::Mr* mr = nullptr;
+    uint64_t alloc_buf = 0;
+    uint64_t free_buf = 0;
+    std::unique_ptr<AllocClient> alloc;
+    std::unique_ptr<FreeClient> free;
+    CoMutex alloc_lock;
+    CoMutex free_lock;
+  };
+  OsmwMn& Mn();
+  Task<Pair*> NewPair();
+  Task<void> EnsureNotice();
+  Pair& PairFor(const AccessGroup& g);
+  std::unique_ptr<AllocClient> NewAllocClient(Pair& p);
+  std::unique_ptr<FreeClient> NewFreeClient(Pair& p);
+
+  uint32_t g_ = 3;
+  bool sep_ = true;
+  uint32_t alloc_qps_ = 1;
+  uint32_t instances_ = 16;
+  Ps timeout_ = 0;
+  std::vector<std::unique_ptr<Pair>> pairs_;
+  std::map<const AccessGroup*, Pair*> group_pair_;
+  std::map<uint64_t, Pair*> pair_of_handle_;
+  size_t next_group_ = 0;
+  fabric::Mr* notice_mr_ = nullptr;
+  uint64_t notice_addr_ = 0;
+};
+
+}  // namespace dmb::systems::onesided_mw
