@@ -358,7 +358,7 @@ int main(int argc, char** argv) {
 
   MicroArgs access_args;
   access_args.ops = 10000;
-  access_args.pool = "256MB";
+  access_args.pool = "1GB";
   auto* access = micro->add_subcommand(
       "access",
       "One-sided READ and WRITE latency (p50/p99/mean) and rate through an allocated chunk,\n"

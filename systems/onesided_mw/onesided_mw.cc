@@ -467,6 +467,9 @@ Task<OsmwCn::Pair*> OsmwCn::NewPair() {
 
 Task<AccessGroup*> OsmwCn::OpenGroup(int lanes, uint64_t buffer_bytes) {
   AccessGroup* g = co_await CnBase::OpenGroup(lanes, buffer_bytes);
+  // Threads open their groups concurrently: one at a time past this point,
+  // so the CN's shared pairs are created once.
+  co_await setup_lock_.Lock();
   co_await EnsureNotice();
   if (!sep_) {
     group_pair_[g] = co_await NewPair();  // every group carries its own chains
@@ -474,6 +477,7 @@ Task<AccessGroup*> OsmwCn::OpenGroup(int lanes, uint64_t buffer_bytes) {
     while (pairs_.size() < alloc_qps_) (void)co_await NewPair();
     group_pair_[g] = pairs_[next_group_++ % pairs_.size()].get();
   }
+  setup_lock_.Unlock();
   co_return g;
 }
 

@@ -224,6 +224,7 @@ class OsmwCn : public CnBase {
   std::map<const AccessGroup*, Pair*> group_pair_;
   std::map<uint64_t, Pair*> pair_of_handle_;
   size_t next_group_ = 0;
+  CoMutex setup_lock_;
   fabric::Mr* notice_mr_ = nullptr;
   uint64_t notice_addr_ = 0;
 };

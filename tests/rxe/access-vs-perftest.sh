@@ -23,10 +23,10 @@ echo "access-vs-perftest: using $D"
 num() { grep -o "\"$1\": [0-9.]*" "$2" | head -1 | awk '{print $2}'; }
 
 # Latency: one thread, one READ outstanding (ib_read_lat does the same).
-timeout 300 "$D" micro access --backend ibv --devices rxe0,rxe1 --op read --size 64 --ops 2000 --json \
+timeout 300 "$D" micro access --backend ibv --devices rxe0,rxe1 --pool 256MB --op read --size 64 --ops 2000 --json \
   >"$OUT/access-lat.json" || { echo "access-vs-perftest: micro access (latency) failed" >&2; exit 1; }
 # Rate: 16 threads with one READ outstanding each (ib_read_bw keeps 128 in flight on one QP).
-timeout 300 "$D" micro access --backend ibv --devices rxe0,rxe1 --op read --size 64 --ops 500 --threads 16 \
+timeout 300 "$D" micro access --backend ibv --devices rxe0,rxe1 --pool 256MB --op read --size 64 --ops 500 --threads 16 \
   --json >"$OUT/access-rate.json" || { echo "access-vs-perftest: micro access (rate) failed" >&2; exit 1; }
 
 LP50=$(num lat_us_p50 "$OUT/access-lat.json") LAVG=$(num lat_us_mean "$OUT/access-lat.json")

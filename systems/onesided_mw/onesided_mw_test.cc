@@ -1,0 +1,354 @@
+// OneSidedMW through the MemoryManager on the simulated cluster: the MN CPU
+// stays idle on the data path, and the isolation properties of [OSMW] §4.4
+// hold against misbehaving and crashed CNs. Each test prints its counts.
+#include "systems/onesided_mw/onesided_mw.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "microbench/testbed.h"
+
+namespace dmb::systems::onesided_mw {
+namespace {
+
+using microbench::Testbed;
+using microbench::TestbedSpec;
+
+#define CO_ASSERT_OK(st)                                    \
+  if (!(st).ok()) {                                         \
+    ADD_FAILURE() << #st << " failed: " << (st).ToString(); \
+    co_return;                                              \
+  }
+
+TestbedSpec Spec(int cns, std::map<std::string, std::string> knobs = {},
+                 uint64_t pool = 16ull << 20) {
+  TestbedSpec s;
+  s.system = "onesided_mw";
+  s.cns = cns;
+  s.pool_bytes = pool;
+  s.knobs = std::move(knobs);
+  return s;
+}
+
+OsmwMn& Mn(Testbed& tb) { return dynamic_cast<OsmwMn&>(tb.mm().mn()); }
+OsmwCn& Cn(Testbed& tb, size_t i) { return dynamic_cast<OsmwCn&>(tb.cn(i)); }
+int OffloadedQps(Testbed& tb) { return static_cast<sim::SimNode*>(tb.mn_node())->offloaded_qps(); }
+
+// Snapshot of what a refused operation must not change.
+struct Snapshot {
+  uint64_t head = 0, tail = 0;
+  std::vector<uint64_t> elements, owners;
+  bool operator==(const Snapshot&) const = default;
+};
+Snapshot Take(OsmwMn& mn) {
+  Snapshot s;
+  Metadata& md = mn.metadata();
+  s.head = md.LoadHead();
+  s.tail = md.LoadTail();
+  for (uint32_t i = 0; i < md.layout().ring_slots; ++i) s.elements.push_back(md.LoadElement(i));
+  for (uint32_t i = 0; i < md.layout().entries; ++i) s.owners.push_back(md.LoadEntry(i).owner_id);
+  return s;
+}
+
+TEST(OneSidedMw, SepSharesOnePairPerCnNosepGivesEveryGroupItsOwn) {
+  for (const bool sep : {true, false}) {
+    Testbed tb(Spec(1, {{"sep", sep ? "true" : "false"}}));
+    const int before = OffloadedQps(tb);
+    // Threads open their groups concurrently (as every benchmark does).
+    std::vector<Task<void>> open;
+    for (int t = 0; t < 4; ++t) {
+      open.push_back(
+          [](Testbed& tb) -> Task<void> { (void)co_await tb.cn(0).OpenGroup(2, 1 << 16); }(tb));
+    }
+    tb.RunAll(std::move(open));
+    const int added = OffloadedQps(tb) - before;
+    std::cout << "[ sep=" << sep << " ] 4 groups: " << Cn(tb, 0).pairs() << " pair(s), " << added
+              << " MN QPs holding offloaded WRs\n";
+    EXPECT_EQ(Cn(tb, 0).pairs(), sep ? 1u : 4u);
+    EXPECT_EQ(added, static_cast<int>(Cn(tb, 0).pairs()) * 9);  // alloc: A L C B; free: F U L C B
+  }
+}
+
+// [OSMW] "no MN CPU on the data path": thousands of allocations, frees and
+// accesses add zero MN CPU busy time once the groups are open.
+TEST(OneSidedMw, AllocFreeAndAccessAddNoMnCpuTime) {
+  for (const char* sep : {"true", "false"}) {
+    Testbed tb(Spec(4, {{"sep", sep}}, 64ull << 20));
+    std::vector<AccessGroup*> groups;
+    tb.Run([](Testbed& tb, std::vector<AccessGroup*>* gs) -> Task<void> {
+      for (int cn = 0; cn < 4; ++cn) {
+        for (int t = 0; t < 3; ++t) gs->push_back(co_await tb.cn(cn).OpenGroup(2, 1 << 16));
+      }
+    }(tb, &groups));
+    const Ps busy0 = tb.mn_node()->cpu().busy_ps();
+    uint64_t ops = 0, bad_data = 0;
+    std::vector<Task<void>> threads;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      threads.push_back([](Testbed& tb, AccessGroup* g, uint64_t* ops, uint64_t* bad,
+                           uint64_t tag) -> Task<void> {
+        CnSide& cn = tb.cn(g->cn_index());
+        auto& mem = cn.node()->memory();
+        for (int round = 0; round < 250; ++round) {
+          auto r = co_await cn.Alloc(*g);
+          CO_ASSERT_OK(r.status);
+          mem.StoreU64(g->buffer_addr(), tag * 1000003 + round);
+          CO_ASSERT_OK(co_await cn.Write(g->lane(round % 2), r.value, 64, 8, g->buffer_addr()));
+          mem.StoreU64(g->buffer_addr() + 64, 0);
+          CO_ASSERT_OK(
+              co_await cn.Read(g->lane(1 - round % 2), r.value, 64, 8, g->buffer_addr() + 64));
+          *bad += mem.LoadU64(g->buffer_addr() + 64) != tag * 1000003 + round;
+          CO_ASSERT_OK(co_await cn.Free(*g, r.value));
+          *ops += 4;
+        }
+      }(tb, groups[i], &ops, &bad_data, i));
+    }
+    tb.RunAll(std::move(threads));
+    const Ps busy = tb.mn_node()->cpu().busy_ps() - busy0;
+    std::cout << "[ sep=" << sep << " ] " << ops << " allocs+writes+reads+frees from "
+              << groups.size() << " threads on 4 CNs: MN CPU busy " << busy << " ps, "
+              << Mn(tb).osmw_stats().alloc_renewals << " chain renewals\n";
+    EXPECT_EQ(ops, groups.size() * 1000);
+    EXPECT_EQ(bad_data, 0u);
+    EXPECT_EQ(busy, 0);
+    EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
+  }
+}
+
+// Concurrent allocations from many CNs hand out distinct entries; each
+// entry is free or owned by exactly the CN that holds it.
+TEST(OneSidedMw, ConcurrentAllocationsAreDistinctAndOwnedByTheirHolder) {
+  constexpr int kCns = 4, kThreads = 6, kEach = 20;
+  Testbed tb(Spec(kCns, {{"alloc_qps", "2"}}, 32ull << 20));
+  std::vector<std::pair<uint32_t, Chunk>> got;
+  std::vector<Task<void>> threads;
+  for (int cn = 0; cn < kCns; ++cn) {
+    for (int t = 0; t < kThreads; ++t) {
+      threads.push_back(
+          [](Testbed& tb, int cn, std::vector<std::pair<uint32_t, Chunk>>* got) -> Task<void> {
+            AccessGroup* g = co_await tb.cn(cn).OpenGroup(1, 4096);
+            for (int k = 0; k < kEach; ++k) {
+              auto r = co_await tb.cn(cn).Alloc(*g);
+              CO_ASSERT_OK(r.status);
+              got->push_back({static_cast<uint32_t>(cn), r.value});
+            }
+          }(tb, cn, &got));
+    }
+  }
+  tb.RunAll(std::move(threads));
+  ASSERT_EQ(got.size(), static_cast<size_t>(kCns * kThreads * kEach));
+  std::set<uint64_t> handles, bases;
+  Metadata& md = Mn(tb).metadata();
+  int owned_right = 0;
+  for (const auto& [cn, c] : got) {
+    handles.insert(c.id);
+    bases.insert(c.addr);
+    const int64_t i = md.EntryOf(c.id);
+    ASSERT_GE(i, 0);
+    owned_right += md.LoadEntry(static_cast<uint32_t>(i)).owner_id == OwnerIdOfCn(cn);
+  }
+  uint64_t owned_total = 0;
+  for (uint32_t i = 0; i < md.layout().entries; ++i) owned_total += md.LoadEntry(i).owner_id != 0;
+  std::cout << got.size() << " concurrent allocations: " << handles.size() << " distinct entries, "
+            << bases.size() << " distinct chunks, " << owned_right << " owned by their holder, "
+            << owned_total << " entries owned in all\n";
+  EXPECT_EQ(handles.size(), got.size());
+  EXPECT_EQ(bases.size(), got.size());
+  EXPECT_EQ(owned_right, static_cast<int>(got.size()));
+  EXPECT_EQ(owned_total, got.size());
+}
+
+// A free naming another CN's entry, or a forged address, fails at MW 0 and
+// changes nothing in the queue or the MWTable; the victim keeps its chunk.
+TEST(OneSidedMw, ForgedAndForeignFreesFailAtMw0AndChangeNothing) {
+  Testbed tb(Spec(2));
+  int refused = 0, tried = 0;
+  bool unchanged = true;
+  tb.Run([](Testbed& tb, int* refused, int* tried, bool* unchanged) -> Task<void> {
+    AccessGroup* vg = co_await tb.cn(0).OpenGroup(2, 1 << 16);
+    AccessGroup* tg = co_await tb.cn(1).OpenGroup(2, 1 << 16);
+    auto victim = co_await tb.cn(0).Alloc(*vg);
+    CO_ASSERT_OK(victim.status);
+    auto own = co_await tb.cn(1).Alloc(*tg);
+    CO_ASSERT_OK(own.status);
+    auto& vmem = tb.cn(0).node()->memory();
+    vmem.Fill(vg->buffer_addr(), 0x5C, 256);
+    CO_ASSERT_OK(co_await tb.cn(0).Write(vg->lane(0), victim.value, 0, 256, vg->buffer_addr()));
+    Metadata& md = Mn(tb).metadata();
+    const uint64_t h = victim.value.id;
+    const std::vector<uint64_t> forged = {
+        h, h + 4, h + 8, h - 4, md.head_addr(), md.ring_addr(), 0, 1ull << 40};
+    for (uint64_t f : forged) {
+      const Snapshot before = Take(Mn(tb));
+      Chunk c = victim.value;
+      c.id = f;
+      Status st = co_await tb.cn(1).Free(*tg, c);
+      ++*tried;
+      *refused += st.code() == Code::kNotOwner;
+      *unchanged = *unchanged && Take(Mn(tb)) == before;
+    }
+    // The victim's chunk is intact and its own; the thief's own chunk still frees.
+    vmem.Fill(vg->buffer_addr(), 0, 256);
+    CO_ASSERT_OK(co_await tb.cn(0).Read(vg->lane(1), victim.value, 0, 256, vg->buffer_addr()));
+    uint8_t b = 0;
+    vmem.Read(vg->buffer_addr() + 255, &b, 1);
+    EXPECT_EQ(b, 0x5C);
+    CO_ASSERT_OK(co_await tb.cn(1).Free(*tg, own.value));
+    CO_ASSERT_OK(co_await tb.cn(0).Free(*vg, victim.value));
+  }(tb, &refused, &tried, &unchanged));
+  std::cout << tried << " forged or foreign frees: " << refused
+            << " refused (kNotOwner), queue and MWTable unchanged: " << (unchanged ? "yes" : "no")
+            << "; free chains rebuilt " << Mn(tb).osmw_stats().free_renewals << " times\n";
+  EXPECT_EQ(tried, 8);
+  EXPECT_EQ(refused, tried);
+  EXPECT_TRUE(unchanged);
+  EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
+}
+
+// A chunk is reachable only through the QPs it was bound to: not through the
+// owner's other groups, not through another CN, not by its previous owner.
+TEST(OneSidedMw, AccessOnlyThroughTheAssignedQps) {
+  Testbed tb(Spec(2, {}, 1ull << 20));  // 256 chunks: reuse comes quickly
+  int refused = 0, tried = 0, allowed = 0;
+  tb.Run([](Testbed& tb, int* refused, int* tried, int* allowed) -> Task<void> {
+    CnSide& a = tb.cn(0);
+    CnSide& b = tb.cn(1);
+    AccessGroup* g1 = co_await a.OpenGroup(2, 1 << 16);
+    AccessGroup* g2 = co_await a.OpenGroup(2, 1 << 16);
+    AccessGroup* bg = co_await b.OpenGroup(2, 1 << 16);
+    auto c = co_await a.Alloc(*g1);
+    CO_ASSERT_OK(c.status);
+    auto probe = [&](CnSide& cn, AccessGroup* g, const Chunk& ch) -> Task<bool> {
+      bool ok = true;
+      for (size_t l = 0; l < g->size(); ++l) {
+        Status st = co_await cn.Read(g->lane(l), ch, 0, 64, g->buffer_addr());
+        ok = ok && st.ok();
+        if (g->lane(l).broken()) (void)co_await cn.RecoverLane(g->lane(l));
+      }
+      co_return ok;
+    };
+    *allowed += co_await probe(a, g1, c.value);
+    for (auto [cn, g] : {std::pair{&a, g2}, std::pair{&b, bg}}) {
+      ++*tried;
+      *refused += !co_await probe(*cn, g, c.value);
+    }
+    // The previous owner keeps (addr, rkeys) after freeing; B gets the chunk.
+    const Chunk old = c.value;
+    CO_ASSERT_OK(co_await a.Free(*g1, old));
+    Result<Chunk> mine;
+    for (int i = 0; i < 512; ++i) {
+      mine = co_await b.Alloc(*bg);
+      CO_ASSERT_OK(mine.status);
+      if (mine.value.addr == old.addr) break;
+    }
+    EXPECT_EQ(mine.value.addr, old.addr);
+    ++*tried;
+    *refused += !co_await probe(a, g1, old);
+    *allowed += co_await probe(b, bg, mine.value);
+  }(tb, &refused, &tried, &allowed));
+  std::cout << "accesses from unassigned QPs: " << refused << "/" << tried
+            << " refused; from the assigned ones: " << allowed << "/2 allowed\n";
+  EXPECT_EQ(refused, tried);
+  EXPECT_EQ(allowed, 2);
+}
+
+// An allocation that hits the empty queue fails cleanly (kOutOfMemory); the
+// MN tells every CN; frees bring memory back; no chunk is ever handed out
+// twice, under concurrent allocation from several CNs.
+TEST(OneSidedMw, EmptyQueueFailsCleanlyAndNeverDuplicates) {
+  constexpr int kCns = 3, kThreads = 3;
+  Testbed tb(Spec(kCns, {{"granularity", "64KB"}}, 2ull << 20));  // 32 chunks
+  const uint64_t total = tb.mm().mn().stats().chunks_total;
+  uint64_t granted = 0, oom = 0, dup = 0, notices_seen = 0;
+  std::set<uint64_t> live;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::pair<int, AccessGroup*>> gs;
+    std::vector<std::vector<Chunk>> held(kCns * kThreads);
+    std::vector<Task<void>> threads;
+    for (int i = 0; i < kCns * kThreads; ++i) {
+      threads.push_back([](Testbed& tb, int cn, std::vector<Chunk>* held, std::set<uint64_t>* live,
+                           uint64_t* granted, uint64_t* oom, uint64_t* dup) -> Task<void> {
+        AccessGroup* g = co_await tb.cn(cn).OpenGroup(1, 4096);
+        for (int k = 0; k < 40; ++k) {
+          auto r = co_await tb.cn(cn).Alloc(*g);
+          if (!r.ok()) {
+            EXPECT_EQ(r.status.code(), Code::kOutOfMemory) << r.status.ToString();
+            ++*oom;
+            break;
+          }
+          ++*granted;
+          *dup += !live->insert(r.value.addr).second;
+          held->push_back(r.value);
+        }
+        // Everyone out of memory now: the notice says so.
+        for (const Chunk& c : *held) {
+          live->erase(c.addr);
+          CO_ASSERT_OK(co_await tb.cn(cn).Free(*g, c));
+        }
+      }(tb, i % kCns, &held[i], &live, &granted, &oom, &dup));
+    }
+    tb.RunAll(std::move(threads));
+    for (int cn = 0; cn < kCns; ++cn) notices_seen += Cn(tb, cn).notice() == kNoticeEmpty;
+    EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
+  }
+  const auto& st = Mn(tb).osmw_stats();
+  std::cout << "3 rounds, " << kCns * kThreads << " threads, " << total << " chunks: " << granted
+            << " granted, " << oom << " kOutOfMemory, " << dup << " duplicates; " << st.empty_faults
+            << " empty-queue faults, " << st.elements_moved << " elements moved by the MN, "
+            << st.entries_reclaimed << " entries reclaimed\n";
+  EXPECT_EQ(dup, 0u);
+  EXPECT_GE(oom, 3u);
+  EXPECT_GE(granted, 3 * total);  // every chunk was handed out in every round
+  // Memory came back: a fresh allocation works and the notice cleared.
+  tb.Run([](Testbed& tb) -> Task<void> {
+    AccessGroup* g = co_await tb.cn(0).OpenGroup(1, 4096);
+    auto r = co_await tb.cn(0).Alloc(*g);
+    CO_ASSERT_OK(r.status);
+  }(tb));
+  EXPECT_EQ(Cn(tb, 0).notice(), kNoticeOk);
+  (void)notices_seen;
+}
+
+// A CN over its chunk budget is cut off by the MN's monitor; the others are not.
+TEST(OneSidedMw, OverBudgetCnIsCutOff) {
+  Testbed tb(Spec(2, {{"budget_chunks", "8"}, {"monitor_period_us", "50"}}));
+  int greedy_got = 0, honest_got = 0;
+  Status why;
+  tb.Run([](Testbed& tb, int* greedy_got, int* honest_got, Status* why) -> Task<void> {
+    AccessGroup* gg = co_await tb.cn(0).OpenGroup(1, 4096);
+    AccessGroup* hg = co_await tb.cn(1).OpenGroup(1, 4096);
+    std::vector<Chunk> hoard;
+    for (int i = 0; i < 200; ++i) {
+      auto r = co_await tb.cn(0).Alloc(*gg);
+      if (!r.ok()) {
+        *why = r.status;
+        break;
+      }
+      hoard.push_back(r.value);
+      ++*greedy_got;
+      co_await tb.runtime().SleepFor(5 * kPsPerUs);  // think time
+    }
+    for (int i = 0; i < 8; ++i) {
+      auto r = co_await tb.cn(1).Alloc(*hg);
+      CO_ASSERT_OK(r.status);
+      ++*honest_got;
+    }
+    // A cut CN can still give memory back.
+    for (const Chunk& c : hoard) CO_ASSERT_OK(co_await tb.cn(0).Free(*gg, c));
+  }(tb, &greedy_got, &honest_got, &why));
+  std::cout << "budget 8: the greedy CN got " << greedy_got << " chunks before it was cut ("
+            << why.ToString() << "); the honest CN got " << honest_got << "/8\n";
+  EXPECT_EQ(why.code(), Code::kOutOfMemory);
+  EXPECT_NE(why.message().find("budget"), std::string::npos);
+  EXPECT_LT(greedy_got, 200);
+  EXPECT_GT(greedy_got, 8);
+  EXPECT_TRUE(Mn(tb).cut(0));
+  EXPECT_FALSE(Mn(tb).cut(1));
+  EXPECT_EQ(honest_got, 8);
+}
+
+}  // namespace
+}  // namespace dmb::systems::onesided_mw
