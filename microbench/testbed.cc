@@ -34,7 +34,7 @@ Testbed::Testbed(const TestbedSpec& spec) : spec_(spec) {
   if (!d.remote_mn) {
     fabric::NodeConfig mc;
     mc.name = "mn0";
-    mc.memory_bytes = spec.pool_bytes + (256ull << 20);
+    mc.memory_bytes = spec.pool_bytes + spec.mn_extra_bytes;
     mc.cpu_cores = spec.mn_cores;
     mc.caps = spec.mn_caps;
     mn_ = cluster_->AddNode(mc);

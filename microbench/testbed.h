@@ -25,6 +25,8 @@ struct TestbedSpec {
   int cn_cores = 24;
   int mn_cores = 1;  // kUnlimitedCores: one core per CN thread in any figure
   uint64_t pool_bytes = 256ull << 20;
+  // sim: MN memory beyond the pool (metadata, WQ rings, chains' scratch).
+  uint64_t mn_extra_bytes = 256ull << 20;
   uint64_t seed = 1;
   std::string profile = "cx5";
   std::string backend = "sim";       // "sim" | "ibv"
