@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "fabric/histogram.h"
+#include "systems/common/wait_list.h"
 
 namespace dmb::microbench {
 namespace {
@@ -13,7 +14,20 @@ struct Shared {
   uint64_t fails = 0;
   std::string first_error;
   Ps first_start = -1, last_end = 0;  // the measured phase, over all threads
+  // Start barrier: every thread has its group and chunk (setup, e.g. chains
+  // armed per group, is not measured and does not stagger the threads).
+  int threads = 0;
+  int ready = 0;
+  systems::WaitList start;
 };
+
+Task<void> Ready(Shared* sh) {
+  if (++sh->ready == sh->threads) {
+    sh->start.NotifyAll();
+    co_return;
+  }
+  while (sh->ready < sh->threads) co_await sh->start.Wait();
+}
 
 Task<void> Thread(Testbed* tb, uint32_t cn_i, const AccessBenchSpec* spec, Shared* sh) {
   systems::CnSide& cn = tb->cn(cn_i);
@@ -21,6 +35,7 @@ Task<void> Thread(Testbed* tb, uint32_t cn_i, const AccessBenchSpec* spec, Share
   systems::AccessGroup* g =
       co_await cn.OpenGroup(1, std::max<uint64_t>(4096, 2ull * spec->size_bytes));
   auto chunk = co_await cn.Alloc(*g);
+  co_await Ready(sh);
   if (!chunk.ok()) {
     ++sh->fails;
     if (sh->first_error.empty()) {
@@ -62,6 +77,7 @@ AccessBenchResult RunAccessBench(const AccessBenchSpec& spec) {
                                systems::FormatSize(tb.mm().caps().granularity_bytes) + ")");
   }
   Shared sh;
+  sh.threads = spec.threads * spec.bed.cns;
   std::vector<Task<void>> threads;
   for (uint32_t cn = 0; cn < static_cast<uint32_t>(spec.bed.cns); ++cn) {
     for (int t = 0; t < spec.threads; ++t) threads.push_back(Thread(&tb, cn, &spec, &sh));
