@@ -93,6 +93,6 @@ Task<uint64_t> RingRepair::Sweep() {
   co_return moved;
 }
 
-bool RingRepair::HeadHasElement() const { return dead_.empty() && LoadElementAt(head()) != 0; }
+bool RingRepair::HeadHasElement() const { return LoadElementAt(head()) != 0; }
 
 }  // namespace dmb::systems

@@ -60,8 +60,9 @@ class RingRepair {
   // Moves every element an enqueue has put into a dead position to the tail.
   // Returns how many moved.
   Task<uint64_t> Sweep();
-  // The element the next dequeue takes is present (not 0) and no dead
-  // position is waiting: allocations can succeed again.
+  // The element the next dequeue takes is present (not 0): allocations can
+  // succeed again. (A dead position no enqueue ever fills, e.g. a hole a
+  // replayed enqueue left, needs nothing: the head is already past it.)
   bool HeadHasElement() const;
 
   // MN CPU reads of the ring (tests, reclamation).

@@ -25,8 +25,8 @@ void Post(fabric::Qp* qp, const SendWr& wr, const char* what) {
 // Scratch area of one chain: constants, then one 16 B slot per instance.
 constexpr uint64_t kScratchZeroOff = 0;    // 8 zero bytes (L5's source)
 constexpr uint64_t kScratchOwnerOff = 8;   // owner_id, u64 LE (L7's source)
-constexpr uint64_t kScratchZerosOff = 64;  // 64 zero bytes (recycling L8's source)
-constexpr uint64_t kScratchSlotsOff = 128;
+constexpr uint64_t kScratchZerosOff = 64;  // 128 zero bytes (recycling L8's source)
+constexpr uint64_t kScratchSlotsOff = 192;
 constexpr uint64_t kSlotBytes = 16;  // +0 FAA result (LE), +8 staged handle (BE)
 
 }  // namespace
@@ -81,7 +81,7 @@ Task<std::unique_ptr<AllocChain>> AllocChain::Create(fabric::Cluster* cluster, M
                              {.pd = md->meta_pd(),
                               .cq = ch->lcq_,
                               .max_send_wr = n * kWorkerWrs,
-                              .max_send_sge = std::max<uint32_t>(8, g + 2),
+                              .max_send_sge = std::max<uint32_t>(8, g + 4),
                               .managed = true});
   // Recycling: C runs only as far as it enabled itself.
   ch->c_ = chain::LoopbackQp(cluster, mn,
@@ -246,7 +246,8 @@ Task<void> AllocChain::Arm(uint32_t n) {
       SendWr r;
       r.wr_id = tag | 4;
       r.opcode = Opcode::kRead;
-      r.remote_addr = 0;  // <- L2
+      r.flags = fabric::kSignaled | fabric::kFence;  // after L2 landed, whoever enabled it
+      r.remote_addr = 0;                             // <- L2
       r.rkey = meta_rkey;
       r.sg_list = {{l_wqe(5) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()}};
       chain::PostOrThrow(l_, r, "onesided_mw alloc chain", "L4 READ element");
@@ -268,7 +269,8 @@ Task<void> AllocChain::Arm(uint32_t n) {
       SendWr r;
       r.wr_id = tag | 6;
       r.opcode = Opcode::kRead;
-      r.remote_addr = 0;  // <- L4; 0 (an empty element) faults
+      r.flags = fabric::kSignaled | fabric::kFence;  // after L4 landed
+      r.remote_addr = 0;                             // <- L4; 0 (an empty element) faults
       r.rkey = meta_rkey;
       r.sg_list.push_back({l_wqe(6) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()});
       r.sg_list.push_back({staged_handle, 8, smeta});
@@ -283,14 +285,18 @@ Task<void> AllocChain::Arm(uint32_t n) {
       SendWr w;
       w.wr_id = tag | 7;
       w.opcode = Opcode::kWrite;
-      w.remote_addr = 0;  // <- L6
+      w.flags = fabric::kSignaled | fabric::kFence;  // after L6 landed
+      w.remote_addr = 0;                             // <- L6
       w.rkey = meta_rkey;
       w.sg_list = {{scratch_ + kScratchOwnerOff, 8, smeta}};
       chain::PostOrThrow(l_, w, "onesided_mw alloc chain", "L7 WRITE owner_id");
     }
     // L8: the ticket that only A's success path enables: a signaled NOP, or
-    // (recycling) a READ of zeros into the binds' rkey fields, which puts the
-    // placeholders back for this instance's next round.
+    // (recycling) a READ of zeros into the binds' rkey fields and into the
+    // addresses L4..L7 were given, which puts the placeholders back for this
+    // instance's next round: a step replayed out of order (a CN's wrong
+    // counts) then faults on address or rkey 0 instead of acting on last
+    // round's element, entry or windows.
     if (rec) {
       SendWr t;
       t.wr_id = tag | 8;
@@ -299,6 +305,9 @@ Task<void> AllocChain::Arm(uint32_t n) {
       t.rkey = scratch_meta_mr_->rkey();
       for (uint32_t k = 0; k < g; ++k) {
         t.sg_list.push_back({a_wqe(k) + WqeLayout::kRkey, 4, a_ring_meta_mr_->lkey()});
+      }
+      for (uint32_t i = 3; i <= 6; ++i) {
+        t.sg_list.push_back({l_wqe(i) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()});
       }
       chain::PostOrThrow(l_, t, "onesided_mw alloc chain", "L8 ticket READ zeros");
     } else {

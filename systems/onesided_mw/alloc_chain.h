@@ -120,10 +120,18 @@
 // The RQ and C are safe to rewrite while in use because the CN sends one
 // request at a time and K >= 4: request s writes C's instance s+1 while C is
 // at most finishing instance s-1 (another slot).
-// Trust (not defended): a CN that sends wrong counts or indices can stall or
-// confuse its own chain's order; an early ENABLE of L would replay L's
-// last-round addresses (a head FAA, zeroing a stale element), which touches
-// the shared queue. Tested only with honest CNs.
+// Wrong counts or indices from a CN (onesided_mw_test
+// WrongControlValuesReplayNothing, fuzz_test): its chain may run steps early
+// or run instances nobody requested. L8 therefore also restores L4..L7's
+// addresses to 0 at the end of every round, and L4, L6 and L7 carry FENCE
+// (each starts only once the READ that rewrote it has landed, whoever
+// enabled it). An instance run out of turn then either makes a genuine claim
+// (a fresh head FAA; the entry ends owned by that CN, reclaimable, and
+// counted by the budget monitor through claims_started) or faults on a
+// restored 0; it never acts on last round's element, entry or windows. What
+// remains is capacity: a round the MN stops mid-way (Quiesce) may orphan
+// the entry it was moving; AllocChain::Inspect repairs only the instance L
+// stopped in.
 #pragma once
 
 #include <bit>
@@ -201,6 +209,12 @@ class AllocChain {
     uint64_t entry = 0;    // what the element held (steps >= 4): 0 = the queue was empty
   };
   Progress Inspect(uint64_t m) const;
+  // Claims the chain started (L1s run): more than requests_taken() when a CN
+  // sent wrong counts and L ran instances nobody requested (the budget
+  // monitor counts these).
+  uint64_t claims_started() const {
+    return (l_->counters().send_wrs_executed + kWorkerWrs - 1) / kWorkerWrs;
+  }
 
  private:
   AllocChain() = default;

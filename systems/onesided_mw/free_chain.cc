@@ -18,9 +18,10 @@ using fabric::WqeLayout;
 namespace {
 
 // Scratch area of one chain: constants, then one 16 B slot per instance.
-constexpr uint64_t kScratchZeroOff = 0;  // 8 zero bytes (L2's source)
-constexpr uint64_t kScratchSinkOff = 8;  // 16 B where L1 drops what it does not need
-constexpr uint64_t kScratchSlotsOff = 64;
+constexpr uint64_t kScratchZeroOff = 0;    // 8 zero bytes (L2's source)
+constexpr uint64_t kScratchSinkOff = 8;    // 16 B where L1 drops what it does not need
+constexpr uint64_t kScratchZerosOff = 64;  // 64 zero bytes (recycling L8's source)
+constexpr uint64_t kScratchSlotsOff = 128;
 constexpr uint64_t kSlotBytes = 16;  // +0 FAA result (LE), +8 staged handle (BE)
 
 SendWr LocalInv(uint64_t wr_id) {
@@ -215,7 +216,8 @@ Task<void> FreeChain::Arm(uint32_t n) {
       SendWr w;
       w.wr_id = tag | 2;
       w.opcode = Opcode::kWrite;
-      w.remote_addr = 0;  // <- L1 (owner_ptr)
+      w.flags = fabric::kSignaled | fabric::kFence;  // after L1 landed, whoever enabled it
+      w.remote_addr = 0;                             // <- L1 (owner_ptr)
       w.rkey = meta_rkey;
       w.sg_list = {{scratch_ + kScratchZeroOff, 8, smeta}};
       chain::PostOrThrow(l_, w, "onesided_mw free chain", "L2 WRITE owner_id");
@@ -237,6 +239,7 @@ Task<void> FreeChain::Arm(uint32_t n) {
       SendWr r;
       r.wr_id = tag | 4;
       r.opcode = Opcode::kRead;
+      r.flags = fabric::kSignaled | fabric::kFence;  // after L3's result landed
       r.remote_addr = faa_result;
       r.rkey = scratch_meta_mr_->rkey();
       for (int b = 0; b < 8; ++b) {
@@ -249,7 +252,8 @@ Task<void> FreeChain::Arm(uint32_t n) {
       SendWr w;
       w.wr_id = tag | 5;
       w.opcode = Opcode::kWrite;
-      w.remote_addr = 0;  // <- L4
+      w.flags = fabric::kSignaled | fabric::kFence;  // after L4 landed
+      w.remote_addr = 0;                             // <- L4
       w.rkey = meta_rkey;
       w.sg_list = {{staged_handle, 8, smeta}};
       chain::PostOrThrow(l_, w, "onesided_mw free chain", "L5 WRITE element");
@@ -259,7 +263,29 @@ Task<void> FreeChain::Arm(uint32_t n) {
                        "L6 WAIT element");
     chain::PostOrThrow(l_, chain::EnableWr(f_, f0 + kFreeWrs), "onesided_mw free chain",
                        "L7 ENABLE reply");
-    if (rec) chain::PostOrThrow(l_, chain::NopWr(), "onesided_mw free chain", "L NOP padding");
+    // L8 (recycling; unsignaled): a READ of zeros that puts the placeholders
+    // back for this instance's next round: the LOCAL_INVs' rkeys, the
+    // addresses L1, L2 and L5 were given and the staged handle. A step a
+    // CN's wrong counts replay out of order then faults on rkey or address
+    // 0 (or inserts nothing) instead of unbinding last round's windows or
+    // re-inserting last round's entry, which may be someone else's by now.
+    if (rec) {
+      SendWr z;
+      z.wr_id = tag | 8;
+      z.opcode = Opcode::kRead;
+      z.flags = 0;
+      z.remote_addr = scratch_ + kScratchZerosOff;
+      z.rkey = scratch_meta_mr_->rkey();
+      z.sg_list.push_back({f_wqe(0) + WqeLayout::kImmInvQpn, 4, f_ring_meta_mr_->lkey()});
+      for (uint32_t k = 1; k < g; ++k) {
+        z.sg_list.push_back({u_wqe(k - 1) + WqeLayout::kImmInvQpn, 4, u_ring_meta_mr_->lkey()});
+      }
+      for (uint32_t i : {0u, 1u, 4u}) {
+        z.sg_list.push_back({l_wqe(i) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()});
+      }
+      z.sg_list.push_back({staged_handle, 8, smeta});
+      chain::PostOrThrow(l_, z, "onesided_mw free chain", "L8 READ zeros");
+    }
 
     // The RECV(s) that take the CN's request.
     auto post_recv = [&](const RecvWr& rr) {

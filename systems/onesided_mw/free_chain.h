@@ -124,9 +124,21 @@
 // with the requester's own entry; L is in ERR, so the queue is untouched.
 // (Restoring rkey 0 would need a spare WR; the CN must not supply it: U's
 // LOCAL_INVs skip the qpn check.)
-// Trust (not defended), as for the allocation chain: a CN sending wrong
-// counts or indices can replay its chain's stale steps (e.g. L5 re-inserting
-// last round's handle). Tested only with honest CNs.
+// Wrong counts or indices from a CN: L8 (recycling) restores the
+// LOCAL_INVs' rkeys, L1's, L2's and L5's addresses and the staged handle to
+// 0 after every round, and L2, L4 and L5 carry FENCE, so a step run out of
+// turn faults (or inserts 0: a hole, which a later allocation sees as an
+// empty element) instead of replaying last round's unbinds or re-inserting
+// last round's entry (before this, onesided_mw_test measured 4 entries
+// queued twice in 2 rounds).
+// NOT DEFENDED: the owner check gates L2..L7 by SEND_ENABLEs, and their
+// indices come from the CN. A CN can pre-authorize instances (huge U.enable
+// index in one honest free of its own entry), then name another CN's entry
+// in its next request: L1 reads it and L2..L5 clear its owner and enqueue it
+// though F.inv0 fails. Closing this needs an authorization that is data, not
+// control: e.g. the free request written by the CN through MW 0 itself (a
+// per-entry mailbox only MW 0 covers), read by L1 instead of the CN's X.
+// The fuzz test's random payloads do not find it; a targeted test would.
 #pragma once
 
 #include <bit>

@@ -199,9 +199,12 @@ Task<bool> OsmwMn::RetireAlloc(Pair& p) {
   AllocChain& c = *p.alloc;
   co_await c.Quiesce(&runtime());
   const uint64_t taken = c.requests_taken();
-  p.allocs_before += taken;
-  if (taken == 0) co_return false;
-  const AllocChain::Progress pr = c.Inspect(taken - 1);
+  p.allocs_before += std::max(taken, c.claims_started());
+  // L runs its instances in order, so only the one it stopped in can be
+  // partial (with honest counts: the last request's; with wrong ones, any).
+  const uint64_t run = c.worker_qp()->counters().send_wrs_executed;
+  if (run == 0) co_return false;
+  const AllocChain::Progress pr = c.Inspect((run - 1) / AllocChain::kWorkerWrs);
   co_await BookkeepingCost();
   if (pr.steps == 0 || pr.steps >= AllocChain::kWorkerWrs) co_return false;  // nothing / granted
   if (pr.steps >= 4 && pr.entry == 0) {
@@ -333,7 +336,7 @@ uint64_t OsmwMn::Held(uint32_t cn) const {
   uint64_t allocs = 0, frees = 0;
   for (const auto& p : pairs_) {
     if (p->cn != cn) continue;
-    allocs += p->allocs_before + p->alloc->requests_taken();
+    allocs += p->allocs_before + std::max(p->alloc->requests_taken(), p->alloc->claims_started());
     frees += p->frees_before + p->free->requests_taken() - p->frees_refused;
   }
   return allocs > frees ? allocs - frees : 0;
