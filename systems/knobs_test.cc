@@ -36,7 +36,8 @@ std::string ErrorOf(const Config& c) {
 
 TEST(Knobs, ErrorsNameTheProblemAndTheFix) {
   EXPECT_EQ(ErrorOf({"rpc_mx", {}}),
-            "unknown system 'rpc_mx'; known systems: static_mr, fine_mr, rpc_mw, finemem");
+            "unknown system 'rpc_mx'; known systems: static_mr, fine_mr, rpc_mw, finemem, "
+            "onesided_mw, odrp");
   EXPECT_EQ(ErrorOf({"rpc_mw", {{"mwtype", "2"}}}),
             "rpc_mw: unknown knob 'mwtype'; known knobs: granularity, mw_type, leases, lease_us, "
             "delayed_unbind, spare_qps");

@@ -7,10 +7,11 @@ extern const SystemInfo kFineMr;
 extern const SystemInfo kRpcMw;
 extern const SystemInfo kFineMem;
 extern const SystemInfo kOneSidedMw;
+extern const SystemInfo kOdrp;
 
 const std::vector<const SystemInfo*>& Registry::All() {
   static const std::vector<const SystemInfo*> kAll = {
-      &kStaticMr, &kFineMr, &kRpcMw, &kFineMem, &kOneSidedMw,
+      &kStaticMr, &kFineMr, &kRpcMw, &kFineMem, &kOneSidedMw, &kOdrp,
   };
   return kAll;
 }

@@ -62,7 +62,7 @@ struct Target {
 std::vector<Target> RearmTargets(ChainKind kind) {
   switch (kind) {
     case ChainKind::kLoad:
-      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {1, 1}, {1, 2}};
+      return {{2, 0}, {2, 1}, {0, 1}, {1, 1}, {1, 2}};
     case ChainKind::kUnmappedStore:
       return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {0, 7}, {1, 1}, {1, 2}};
     case ChainKind::kMappedStore:
@@ -108,7 +108,7 @@ ChainGeometry ChainGeometry::For(ChainKind kind, uint32_t slots) {
   g.slots = slots;
   switch (kind) {
     case ChainKind::kLoad:
-      g.l_wrs = 1, g.r_wrs = 4, g.c_wrs = 4;
+      g.l_wrs = 2, g.r_wrs = 4, g.c_wrs = 2;
       break;
     case ChainKind::kUnmappedStore:
       g.l_wrs = 8, g.r_wrs = 4, g.c_wrs = 8;
@@ -128,9 +128,8 @@ std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m) {
   if (kind == ChainKind::kLoad) {
     return {
         m + 1,              // C0 WAIT rcq: request m landed
-        (m + 1) * g.l_wrs,  // C1 ENABLE L0
-        m + 1,              // C2 WAIT lcq: L0 landed
-        (m + 1) * g.r_wrs,  // C3 ENABLE R0..R3
+        (m + 1) * g.l_wrs,  // C1 ENABLE L0, L1
+        (m + 1) * g.r_wrs,  // L1 ENABLE R0..R3 (after L0 landed)
         m + 1,              // R1 WAIT rscq: R0 acknowledged
         (m + 2) * g.c_wrs,  // R2 ENABLE C's next instance
     };
@@ -334,6 +333,11 @@ void Chain::BuildLoad(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r
   rd.rkey = cn_->mr->rkey();
   rd.sg_list = {{Wqe(kR, r0) + WqeLayout::SegAddr(0), 8, r_->wq_lkey()}};
   l->push_back(rd);
+  // L1: release R0 once L0's data landed. A faulted L0 flushes L1, so R0
+  // never runs on the address an earlier request left in its WQE.
+  SendWr en = chain::EnableWr(r_);
+  en.flags = fabric::kFence;
+  l->push_back(en);
   // R0: the page to the CN, with the notification.
   SendWr w;
   w.wr_id = uint64_t{s} << 8 | 0x20;
@@ -348,8 +352,6 @@ void Chain::BuildLoad(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r
   r->push_back(chain::NopWr());        // R3
   c->push_back(chain::WaitWr(rcq_));   // C0
   c->push_back(chain::EnableWr(l_));   // C1
-  c->push_back(chain::WaitWr(lcq_));   // C2
-  c->push_back(chain::EnableWr(r_));   // C3
   rr->sg_list = {{Wqe(kL, l0) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()},
                  {Wqe(kR, r0) + WqeLayout::kRemoteAddr, 12, r_->wq_lkey()},
                  {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
@@ -626,6 +628,32 @@ bool Chain::Faulted() const {
          c_->QueryState() == QpState::kErr;
 }
 
+bool Chain::Idle() const { return rscq_->total_completions() >= requests_taken(); }
+
+void Chain::Stop() {
+  for (fabric::Qp* q : {r_, l_, c_}) {
+    const QpState st = q->QueryState();
+    if (st != QpState::kErr && st != QpState::kReset) q->Modify(QpState::kErr);
+  }
+}
+
+uint64_t Chain::ClaimedPosition(uint32_t slot) const {
+  if (geo_.kind != ChainKind::kUnmappedStore) {
+    throw std::logic_error("odrp chain: ClaimedPosition of a non-dequeuing chain");
+  }
+  return mn_->node()->memory().LoadU64(faa_addr(slot % geo_.slots));
+}
+
+uint64_t Chain::DequeuedElement(uint32_t slot) const {
+  if (geo_.kind != ChainKind::kUnmappedStore) {
+    throw std::logic_error("odrp chain: DequeuedElement of a non-dequeuing chain");
+  }
+  uint8_t be[8];
+  const uint64_t u7 = uint64_t{slot % geo_.slots} * geo_.l_wrs + 6;
+  mn_->node()->memory().Read(Wqe(kL, u7) + WqeLayout::SegAddr(0), be, 8);
+  return fabric::LoadBe64(be);
+}
+
 // ---- CN side -----------------------------------------------------------------------
 
 ChainClient::ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, ChainGeometry geo,
@@ -650,6 +678,7 @@ ChainClient::ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, 
 
 Task<Status> ChainClient::Invoke(std::vector<Sge> payload, uint32_t expect_bytes, Ps timeout) {
   const std::string what = std::string("odrp ") + ChainKindName(geo_.kind);
+  timed_out_ = false;
   if (qp_->state() == QpState::kErr) {
     co_return Status(Code::kLaneBroken, what + ": the chain QP is in ERR");
   }
@@ -665,11 +694,12 @@ Task<Status> ChainClient::Invoke(std::vector<Sge> payload, uint32_t expect_bytes
     co_return Status(Code::kLaneBroken, what + ": cannot post on the chain QP");
   }
   auto pending = std::make_shared<chain::ReplyDeadline>();
-  rt_->Spawn(chain::ArmDeadline(rt_, qp_, pending, timeout));
+  rt_->Spawn(Deadline(rt_, qp_, pending, timeout, alive_));
   busy_ = true;
   const fabric::WorkCompletion wc = co_await recv_cq_->Next();
   busy_ = false;
   pending->done = true;
+  timed_out_ = pending->timed_out;
   if (wc.status != fabric::WcStatus::kSuccess) {
     co_return Status(
         Code::kLaneBroken,
@@ -688,6 +718,20 @@ Task<Status> ChainClient::Invoke(std::vector<Sge> payload, uint32_t expect_bytes
                                             std::to_string(expect_bytes) + " B");
   }
   co_return Status::Ok();
+}
+
+Task<void> ChainClient::Deadline(fabric::Runtime* rt, fabric::Qp* qp,
+                                 std::shared_ptr<chain::ReplyDeadline> d, Ps timeout,
+                                 LivenessCheck alive) {
+  for (bool running = true; running;) {
+    co_await rt->SleepFor(timeout);
+    if (d->done) co_return;
+    running = false;
+    if (alive) running = co_await alive();  // (gcc 12: not inside a condition)
+    if (d->done) co_return;
+  }
+  d->timed_out = true;
+  if (qp->state() != QpState::kErr) qp->Modify(QpState::kErr);
 }
 
 Status ChainClient::BusyStatus() const {

@@ -38,18 +38,21 @@
 //   RECV   (R)  args -> L0.remote_addr (tt_addr), R0.remote_addr+rkey (the
 //               CN's buffer), R0.imm (seq); re-arm values -> instance n-2
 //   C0  WAIT rcq >= n+1                      (the request has landed)
-//   C1  SEND_ENABLE L -> (n+1)*1
+//   C1  SEND_ENABLE L -> (n+1)*2
 //   L0  READ 8 B of the TT entry (rkey tt[c]) -> R0.sge[0].addr
 //                                            (the page address, BE)
-//   C2  WAIT lcq >= n+1                      (L0's data has landed)
-//   C3  SEND_ENABLE R -> (n+1)*4
+//   L1  SEND_ENABLE R -> (n+1)*4 (FENCE: after L0's data landed)
 //   R0  WRITE_WITH_IMM 4 KB from the page (lkey pool) to the CN's buffer,
 //       imm = seq: the data and the notification in one WR. An unmapped
 //       entry (0) gives a null local address: LOC_PROT_ERR, R goes to ERR,
 //       the CN gets nothing ([ODRP] §4.5.2 (3)).
 //   R1  WAIT rscq >= n+1                     (R0 acknowledged by the CN)
-//   R2  SEND_ENABLE C -> (n+2)*4             (C's next instance)
+//   R2  SEND_ENABLE C -> (n+2)*2             (C's next instance)
 //   R3  NOP (padding)
+//   R0 is enabled from L (not by a WAIT on lcq, which flush completions
+//   satisfy too): a faulted L0 (a tt_addr outside the CN's table) flushes L1,
+//   so R0 never sends the page address an earlier request of this instance
+//   left in its WQE, which may since belong to another CN.
 //
 // ---- UnmappedStore(tt_addr, page, seq) ([ODRP] §4.3 "Unmapped page store") ---
 //   RECV   (R)  args -> L4.remote_addr (tt_addr), R0.imm (seq); re-arm values
@@ -171,21 +174,25 @@
 //
 // ---- Faults ----------------------------------------------------------------------
 // A faulted chain (a QP in ERR) serves nothing until the MN CPU rebuilds it
-// (not written). Empty queue: the failed dequeue has advanced the head past
-// the (zero) element; [ODRP] §4.3 also leaves that to the MN CPU.
+// (a new Chain; odrp.h OdrpMnSide::RebuildChain, with Stop, Idle and the
+// Unmapped Store accessors below). Empty queue: the failed dequeue has
+// advanced the head past the (zero) element; [ODRP] §4.3 also leaves that to
+// the MN CPU (RingRepair, odrp.h "Empty queue").
 //
 // ---- Not written yet ---------------------------------------------------------------
 // Misaligned tt_addr on Load and Unmapped Store ([ODRP] §4.5.2; Mapped Store
 // and Invalidate refuse it with their FETCH_ADD-0 entry read; Load's L0 and
-// Unmapped Store's U5 still take any address inside the CN's table), MN CPU
-// recovery, per-CN budgets.
+// Unmapped Store's U5 still take any address inside the CN's table; the
+// MemoryManager's CN side only ever sends aligned ones), per-CN budgets.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "fabric/node.h"
+#include "systems/common/chain_wr.h"
 #include "systems/odrp/layout.h"
 #include "systems/status.h"
 
@@ -275,7 +282,7 @@ uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n);
 
 // Request header (the SEND payload before the page, all BIG-ENDIAN):
 //   Load:          tt_addr u64 | dst_addr u64 | dst_rkey u32 | seq u32 |
-//                  re-arm u64 x 6 | doorbell u32                       (76 B)
+//                  re-arm u64 x 5 | doorbell u32                       (68 B)
 //   UnmappedStore: tt_addr u64 | seq u32 | re-arm u64 x 9 | doorbell u32
 //                  then the 4 KB page                                   (88 B)
 //   MappedStore:   tt_addr u64 | seq u32 | re-arm u64 x 7 | doorbell u32
@@ -305,7 +312,21 @@ class Chain {
   uint64_t requests_taken() const { return r_->counters().recvs_consumed; }
   // A chain QP is in ERR: the chain serves nothing until rebuilt.
   bool Faulted() const;
+  // Every request the chain took has sent its reply (R0 completed): nothing
+  // of the chain is in flight.
+  bool Idle() const;
   uint64_t staging_addr(uint32_t slot) const { return staging_ + slot * kPageBytes; }
+
+  // ---- Recovery (MN CPU, control path only) ----
+  // Moves R, L and C to ERR (those not there yet): the chain runs nothing more.
+  void Stop();
+  // Unmapped Store instance `slot` after its request faulted at U7 (or
+  // anywhere after U4 landed, which the C4 WAIT guarantees for U5..U7): the
+  // ring position its dequeue claimed (faa[slot], host LE) and the element
+  // the dequeue read there (U4's landing in U7's local address field, BE,
+  // returned as a value; 0: the free page queue was empty).
+  uint64_t ClaimedPosition(uint32_t slot) const;
+  uint64_t DequeuedElement(uint32_t slot) const;
 
  private:
   Chain() = default;
@@ -356,6 +377,14 @@ class ChainClient {
   fabric::Qp* qp() const { return qp_; }
   const ChainGeometry& geometry() const { return geo_; }
   uint64_t requests_sent() const { return next_; }
+  // The last request ended at its reply deadline (no reply: the MN's chain
+  // refused it, or was slower than `timeout` and no liveness check said so).
+  bool timed_out() const { return timed_out_; }
+  // Asked when a reply deadline passes (control path, e.g. the MN CPU reading
+  // the chain's QP states): true = the chain has not faulted, the request is
+  // only slow: wait another `timeout`. Without it the CN gives up at once.
+  using LivenessCheck = std::function<Task<bool>()>;
+  void SetLivenessCheck(LivenessCheck check) { alive_ = std::move(check); }
 
   // Load chain: the page behind tt_addr lands in [dst_addr, +4 KB), which
   // `dst_rkey` must allow the MN to write.
@@ -373,6 +402,12 @@ class ChainClient {
 
  private:
   Status BusyStatus() const;
+  // Moves `qp` to ERR once `timeout` passed without a reply, unless `alive`
+  // says the chain still runs. Holds no pointer to the client (which a
+  // rebuild may destroy while an answered request's deadline still sleeps).
+  static Task<void> Deadline(fabric::Runtime* rt, fabric::Qp* qp,
+                             std::shared_ptr<chain::ReplyDeadline> d, Ps timeout,
+                             LivenessCheck alive);
   // Posts the RECV for the reply and the SEND, awaits the reply.
   Task<Status> Invoke(std::vector<fabric::Sge> payload, uint32_t expect_bytes, Ps timeout);
   // Writes the header of request next_ and sends it (and the page, if any).
@@ -389,6 +424,8 @@ class ChainClient {
   fabric::Qp* qp_ = nullptr;
   uint64_t next_ = 0;
   bool busy_ = false;  // a request is in flight
+  bool timed_out_ = false;
+  LivenessCheck alive_;
 };
 
 // The CN's frontswap-style backend ([ODRP] §4.4): computes tt_addr from the

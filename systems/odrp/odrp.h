@@ -1,0 +1,259 @@
+// odrp: ODRP ([ODRP] = ../shared/papers/odrp.txt) as a MemoryManager. The WR
+// chains, their layout and their fault behaviour are in chains.h; this file is
+// how a CN's chunks, lanes and faults map onto them.
+//
+// Chunks. A chunk is one 4 KB page behind one entry of the CN's translation
+// table (TT). Alloc(group) picks a free swap page from the CN's bitmap and
+// runs the Unmapped Store chain with a zero page (Figure 10(b)'s "ODRP
+// AllocWrite"): the MN's RNIC dequeues a free page, maps it in the TT entry
+// and stores the zeros. The CN never learns the physical page:
+//   Chunk.addr  = (tt_addr / 8) * 4096, a NAME, not an MN address: unique
+//               across CNs because TTs are disjoint MN memory (8-byte entries
+//               map to disjoint 4 KB name ranges), and the CN turns it back
+//               into tt_addr = addr / 4096 * 8 for every chain request.
+//   Chunk.bytes = 4096; Chunk.id = the swap page index; rkeys = {0} (no key).
+// Read = Load chain, Write = Mapped Store chain, both only whole pages (offset
+// 0, 4096 B; anything else is kUnsupported). Free = Invalidate chain.
+//
+// Lanes. A lane is a set of chains of its own (a ChainClient carries one
+// request at a time): Load and Mapped Store; lane 0 of each group also holds
+// the group's Unmapped Store (Alloc) and Invalidate (Free) chains. Lane.qp is
+// the CN end of the lane's Load chain and Lane.cq is null: never post on them.
+// Any fault of a lane's Load or Mapped Store chain moves Lane.qp to ERR, so
+// Lane::broken() tells the lane needs RecoverLane, which rebuilds every
+// faulted chain of the lane.
+//
+// Refusals. The chains refuse by faulting (chains.h "Faults"): an unmapped
+// entry, a tt_addr outside the CN's own TT (another CN's chunk) or an empty
+// free page queue. The CN sees no reply. When reply_timeout_us has passed (a
+// policy, not a latency: the success path never waits for it) it asks the MN
+// (control path) whether the chain faulted; a chain that did not is only slow
+// (a loaded RNIC) and the CN waits another reply_timeout_us. A CN therefore
+// never abandons a running request, and the MN never stops a chain mid-request
+// (RebuildChain first waits until the chain faulted or is idle). A refused
+// request:
+//   Read/Write -> kAccessDenied, lane broken until RecoverLane;
+//   Free       -> kNotOwner, the Invalidate chain is rebuilt at once;
+//   Alloc      -> see "Empty queue"; the Unmapped Store chain is rebuilt at once.
+// Except the empty queue, no refused request changes MN state.
+//
+// Recovery (MN CPU, control path). OdrpMnSide::RebuildChain stops the dead
+// chain (its QPs to ERR), creates and arms a fresh one connected to a fresh
+// ChainClient. The CN side reaches the MN object directly (same process);
+// a remote MN daemon is refused at construction.
+//
+// Empty queue. An Unmapped Store that dequeues the (zeroed) element past the
+// last free page faults at U7 on the null page address, after advancing the
+// head past the claimed position p. The MN tells it from any other fault by
+// what the dequeue READ (U4) landed in U7's WQE: 0 means the queue was empty
+// (the C4 WAIT makes U4 land before U5..U7 run, so for a chain whose L faulted
+// the field is the last request's element). p is faa[s] of the chain scratch.
+// The MN CPU adds p to RingRepair's dead positions (also when the element was
+// not 0: a page claimed by a faulted dequeue sits behind the head and must be
+// moved back), sweeps, and the CN's Alloc returns kOutOfMemory. The CN then
+// remembers the MN was empty: its next Allocs first ask the MN (control path)
+// to sweep and say whether the head holds a page, until it does. While the
+// CN has not seen the queue empty, Alloc never touches the MN CPU.
+//
+// Crash. ReclaimCn stops the CN's chains, returns every page mapped in its TT
+// to the free page queue (RingRepair::Enqueue: masked FAA on the tail through
+// the RNIC) and zeroes those entries. Nobody else's TT is touched.
+//
+// Not handled: per-CN budgets ([ODRP] §4.5.2 "Fairness"); reuse of a dead
+// chain's MN memory (each rebuild registers fresh scratch and staging). A
+// request whose reply was lost after the chain finished it (the CN's QP
+// failed) is judged by the TT entry it named: an allocation that did map it
+// keeps the swap page marked used on the CN (held until the CN is reclaimed),
+// a free that did unmap it counts as done.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "systems/common/ring_repair.h"
+#include "systems/common/wait_list.h"
+#include "systems/memory_manager.h"
+#include "systems/odrp/chains.h"
+
+namespace dmb::systems::odrp {
+
+inline constexpr uint32_t kChainSlots = 4;  // pre-posted instances per chain
+
+// A coroutine mutex: the MN CPU's control path runs one request at a time.
+class CoMutex {
+ public:
+  Task<void> Lock() {
+    while (locked_) co_await waiters_.Wait();
+    locked_ = true;
+  }
+  void Unlock() {
+    locked_ = false;
+    waiters_.NotifyAll();
+  }
+
+ private:
+  bool locked_ = false;
+  WaitList waiters_;
+};
+
+// What the MN found when it rebuilt a chain.
+struct ChainReport {
+  Chain* chain = nullptr;        // the fresh chain, armed, connected to the new CN QP
+  bool faulted = false;          // the old chain had faulted (vs. a deadline on a live chain)
+  bool queue_empty = false;      // Unmapped Store: its dequeue found the queue empty
+  bool pages_available = false;  // after the repair, the next dequeue finds a page
+  bool entry_mapped = false;     // the TT entry the CN named is mapped now
+};
+
+struct OdrpMnCounters {
+  uint64_t chains_opened = 0;
+  uint64_t chains_rebuilt = 0;
+  uint64_t empty_faults = 0;     // dequeues that found the queue empty
+  uint64_t elements_moved = 0;   // RingRepair::Sweep
+  uint64_t pages_reclaimed = 0;  // crashed CNs' pages returned
+  uint64_t queue_checks = 0;     // RepairQueue calls (CNs that saw the queue empty)
+  uint64_t liveness_checks = 0;  // ChainRunning calls (deadlines that passed)
+};
+
+class OdrpMnSide : public MnSide {
+ public:
+  OdrpMnSide(const Deployment& d, const Knobs& k);
+  ~OdrpMnSide() override;
+
+  Task<void> Start() override;
+  Task<ReclaimReport> ReclaimCn(uint32_t cn_index) override;
+  MnStats stats() const override;
+  fabric::Node* node() const override { return node_; }
+  // ODRP has no RPC lanes: CNs connect to chains (OpenChain). These throw.
+  fabric::Qp* CreateLaneQp(uint32_t cn_index) override;
+  void LaneConnected(uint32_t cn_index, fabric::Qp* mn_qp) override;
+  Task<void> ChargeQpSetup() override;
+
+  // ---- Control path (MN CPU), called by the CN sides of this process ----
+  // The CN's TT (created once, `swap_pages` entries; later calls return it).
+  Task<const CnTable*> ConnectCn(uint32_t cn_index, uint64_t swap_pages);
+  // Creates a chain of `kind` for the CN, connects it to `cn_qp` (a fresh
+  // ChainClient's QP) and arms it.
+  Task<Chain*> OpenChain(uint32_t cn_index, ChainKind kind, fabric::Qp* cn_qp);
+  // Replaces `old` (a chain of this CN whose request got no reply) by a fresh
+  // one connected to `cn_qp`, repairing the free page queue after a faulted
+  // dequeue. `tt_addr` is the entry the failed request named (reported back
+  // as entry_mapped when it lies in the CN's TT).
+  Task<ChainReport> RebuildChain(uint32_t cn_index, Chain* old, fabric::Qp* cn_qp,
+                                 uint64_t tt_addr);
+  // For a CN that saw the queue empty: sweeps the dead positions; true when
+  // the next dequeue finds a page.
+  Task<bool> RepairQueue();
+  // A CN's reply deadline passed: true when `chain` (of that CN) has not
+  // faulted, i.e. the request is slow, not refused (ChainClient liveness).
+  Task<bool> ChainRunning(uint32_t cn_index, const Chain* chain);
+
+  // MN CPU reads for tests.
+  const OdrpMn& odrp() const { return *odrp_; }
+  const OdrpMnCounters& counters() const { return counters_; }
+  // The page behind `chunk` of CN `cn_index` (0: unmapped or not that CN's).
+  uint64_t PageBehind(uint32_t cn_index, const Chunk& chunk) const;
+
+ private:
+  struct CnState {
+    const CnTable* table = nullptr;
+    std::vector<std::unique_ptr<Chain>> chains;
+  };
+  CnState& StateOf(uint32_t cn_index);
+  Task<std::unique_ptr<Chain>> NewChain(const CnState& cs, ChainKind kind, fabric::Qp* cn_qp);
+  Task<void> RecoverDequeue(const Chain& old, ChainReport* rep);
+  bool EntryMapped(const CnTable& t, uint64_t tt_addr) const;
+  uint64_t MappedEntries(const CnTable& t) const;
+
+  Deployment deployment_;
+  fabric::Node* node_;
+  std::unique_ptr<OdrpMn> odrp_;
+  std::unique_ptr<RingRepair> repair_;
+  std::map<uint32_t, CnState> cns_;  // by CN index (ordered: deterministic)
+  CoMutex control_;
+  OdrpMnCounters counters_;
+  fabric::CpuCost cost_dispatch_;
+  fabric::CpuCost cost_qp_modify_;
+  fabric::CpuCost cost_bookkeeping_;
+};
+
+class OdrpCn : public CnSide {
+ public:
+  // Throws ConfigError when `mn` is not an OdrpMnSide of this process.
+  OdrpCn(const Deployment& d, uint32_t cn_index, MnControl* mn, const Knobs& k);
+  ~OdrpCn() override;
+
+  const Capabilities& caps() const override { return caps_; }
+  uint32_t cn_index() const override { return cn_index_; }
+  fabric::Node* node() const override { return node_; }
+  Task<AccessGroup*> OpenGroup(int lanes, uint64_t buffer_bytes) override;
+  Task<Result<Chunk>> Alloc(AccessGroup& group) override;
+  Task<Status> Free(AccessGroup& group, const Chunk& chunk) override;
+  Task<Status> Read(Lane& lane, const Chunk& chunk, uint64_t offset, uint32_t length,
+                    uint64_t local_addr) override;
+  Task<Status> Write(Lane& lane, const Chunk& chunk, uint64_t offset, uint32_t length,
+                     uint64_t local_addr) override;
+  Task<Status> Extend(Lane& lane, Chunk& chunk) override;
+  Task<Status> RecoverLane(Lane& lane) override;
+
+  uint64_t swap_pages_used() const { return swap_used_; }
+
+ private:
+  struct Slot {
+    ChainKind kind = ChainKind::kLoad;
+    uint64_t hdr = 0;  // request header buffer in the group MR
+    std::unique_ptr<ChainClient> client;
+    Chain* chain = nullptr;  // the MN's chain (a handle for RebuildChain)
+  };
+  struct LaneChains {
+    Lane* lane = nullptr;
+    std::vector<Slot> slots;  // kLoad, kMappedStore (+ kUnmappedStore, kInvalidate on lane 0)
+  };
+  struct Group {
+    std::unique_ptr<AccessGroup> group;
+    fabric::Mr* mr = nullptr;
+    uint64_t zero_page = 0;  // 4 KB of zeros: what Alloc stores
+    std::vector<LaneChains> lanes;
+  };
+
+  Task<void> EnsureTable();
+  Task<void> AddLane(Group* g, size_t index, uint64_t hdr_base);
+  std::unique_ptr<ChainClient> NewClient(const Group& g, ChainKind kind, uint64_t hdr) const;
+  Group* GroupOf(const AccessGroup& g);
+  Slot& SlotOf(LaneChains& lc, ChainKind kind);
+  Task<ChainReport> Rebuild(Group& g, LaneChains& lc, Slot& s, uint64_t tt_addr);
+  // The client's deadline asks the MN whether its chain still runs.
+  void WatchLiveness(Slot& s);
+  Task<Result<Chunk>> AllocOnce(Group& g, bool* retry);
+  LaneChains* LaneOf(const Lane& lane);
+  Status CheckIo(const Lane& lane, uint64_t offset, uint32_t length, uint64_t local_addr) const;
+  // Read (kLoad) or Write (kMappedStore) of one whole page.
+  Task<Status> Access(ChainKind kind, Lane& lane, const Chunk& chunk, uint64_t offset,
+                      uint32_t length, uint64_t local_addr);
+  Status Refused(LaneChains& lc, const Slot& s, const Status& st, const Chunk& chunk);
+  // The CN's swap pages: a bitmap of those mapped (or being mapped) in its TT.
+  bool TakeSwapPage(uint64_t* index);
+  void ReleaseSwapPage(uint64_t index);
+  uint64_t TtAddr(const Chunk& c) const { return c.addr / kPageBytes * kTtEntryBytes; }
+  bool OwnName(uint64_t tt_addr) const;
+
+  Deployment deployment_;
+  uint32_t cn_index_;
+  OdrpMnSide* mn_;
+  Capabilities caps_;
+  fabric::Node* node_;
+  fabric::Runtime* rt_;
+  Ps timeout_;
+  uint64_t swap_pages_;
+  fabric::Pd* pd_ = nullptr;
+  const CnTable* table_ = nullptr;
+  std::vector<bool> swap_map_;
+  uint64_t swap_used_ = 0;
+  uint64_t swap_hint_ = 0;
+  bool saw_empty_ = false;  // the last dequeue found the MN's queue empty
+  std::vector<std::unique_ptr<Group>> groups_;
+  fabric::CpuCost cost_qp_modify_;
+};
+
+}  // namespace dmb::systems::odrp

@@ -1,0 +1,359 @@
+// ODRP behind the MemoryManager (the shared conformance and attack suites
+// cover the contract): page round trip, no MN CPU on alloc/write/read/free,
+// the empty free page queue and its repair, a malicious CN's refused requests
+// and crash reclamation, on the simulated cluster.
+#include "systems/odrp/odrp.h"
+
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/suite_util.h"
+
+namespace dmb::testing {
+namespace {
+
+using microbench::Testbed;
+using microbench::TestbedSpec;
+using systems::AccessGroup;
+using systems::Chunk;
+using systems::CnSide;
+using systems::Code;
+using systems::Result;
+using systems::Status;
+using systems::odrp::kPageBytes;
+using systems::odrp::OdrpMnSide;
+
+TestbedSpec Spec(int cns, uint64_t pool_bytes) {
+  TestbedSpec s;
+  s.system = "odrp";
+  s.cns = cns;
+  s.pool_bytes = pool_bytes;
+  return s;
+}
+OdrpMnSide& Mn(Testbed& tb) { return dynamic_cast<OdrpMnSide&>(tb.mm().mn()); }
+uint64_t InUse(Testbed& tb) { return tb.mm().mn().stats().chunks_in_use; }
+
+void Fill(CnSide& cn, uint64_t addr, uint8_t tag) {
+  std::vector<uint8_t> b(kPageBytes);
+  for (uint64_t i = 0; i < kPageBytes; ++i)
+    b[i] = static_cast<uint8_t>(tag * 37 + i * 11 + i / 256);
+  cn.node()->memory().Write(addr, b.data(), b.size());
+}
+bool Holds(CnSide& cn, uint64_t addr, uint8_t tag) {
+  std::vector<uint8_t> b(kPageBytes);
+  cn.node()->memory().Read(addr, b.data(), b.size());
+  for (uint64_t i = 0; i < kPageBytes; ++i) {
+    if (b[i] != static_cast<uint8_t>(tag * 37 + i * 11 + i / 256)) return false;
+  }
+  return true;
+}
+
+TEST(Odrp, AllocWriteReadFreeRoundTrip) {
+  Testbed tb(Spec(1, 1 << 20));
+  tb.Run([](Testbed& tb) -> Task<void> {
+    CnSide& cn = tb.cn(0);
+    AccessGroup* g = co_await cn.OpenGroup(2, 4 * kPageBytes);
+    const uint64_t src = g->buffer_addr(), dst = src + kPageBytes;
+    auto r = co_await cn.Alloc(*g);
+    CO_ASSERT_OK(r.status);
+    const Chunk c = r.value;
+    EXPECT_EQ(c.bytes, kPageBytes);
+    EXPECT_EQ(c.addr % kPageBytes, 0u);
+    EXPECT_NE(Mn(tb).PageBehind(0, c), 0u) << "the chain mapped a page";
+    // AllocWrite stored a zero page.
+    cn.node()->memory().Fill(dst, 0xee, kPageBytes);
+    CO_ASSERT_OK(co_await cn.Read(g->lane(0), c, 0, kPageBytes, dst));
+    std::vector<uint8_t> got(kPageBytes);
+    cn.node()->memory().Read(dst, got.data(), kPageBytes);
+    EXPECT_EQ(got, std::vector<uint8_t>(kPageBytes, 0));
+    // Written through lane 0, read back through lane 1.
+    Fill(cn, src, 7);
+    CO_ASSERT_OK(co_await cn.Write(g->lane(0), c, 0, kPageBytes, src));
+    CO_ASSERT_OK(co_await cn.Read(g->lane(1), c, 0, kPageBytes, dst));
+    EXPECT_TRUE(Holds(cn, dst, 7));
+    EXPECT_EQ(InUse(tb), 1u);
+    CO_ASSERT_OK(co_await cn.Free(*g, c));
+    EXPECT_EQ(InUse(tb), 0u);
+    EXPECT_EQ(Mn(tb).PageBehind(0, c), 0u) << "the free unmapped it";
+    // A partial page is not what ODRP does.
+    Status part = co_await cn.Read(g->lane(0), c, 0, 64, dst);
+    EXPECT_EQ(part.code(), Code::kUnsupported) << part.ToString();
+    EXPECT_NE(part.message().find("only"), std::string::npos);
+  }(tb));
+  EXPECT_EQ(Mn(tb).counters().chains_rebuilt, 0u);
+}
+
+TEST(Odrp, NoMnCpuOnAllocWriteReadFree) {
+  Testbed tb(Spec(1, 4 << 20));
+  AccessGroup* g = nullptr;
+  tb.Run([](Testbed& tb, AccessGroup** g) -> Task<void> {
+    *g = co_await tb.cn(0).OpenGroup(1, 2 * kPageBytes);
+  }(tb, &g));
+  fabric::Cpu& cpu = tb.mn_node()->cpu();
+  const Ps busy0 = cpu.busy_ps();
+  const auto by_cost0 = cpu.BusyByCost();
+  int done = 0;
+  tb.Run([](Testbed& tb, AccessGroup* g, int* done) -> Task<void> {
+    CnSide& cn = tb.cn(0);
+    for (int i = 0; i < 1000; ++i) {
+      auto r = co_await cn.Alloc(*g);
+      CO_ASSERT_OK(r.status);
+      Fill(cn, g->buffer_addr(), static_cast<uint8_t>(i));
+      CO_ASSERT_OK(co_await cn.Write(g->lane(0), r.value, 0, kPageBytes, g->buffer_addr()));
+      CO_ASSERT_OK(
+          co_await cn.Read(g->lane(0), r.value, 0, kPageBytes, g->buffer_addr() + kPageBytes));
+      CO_ASSERT_TRUE(Holds(cn, g->buffer_addr() + kPageBytes, static_cast<uint8_t>(i)));
+      CO_ASSERT_OK(co_await cn.Free(*g, r.value));
+      ++*done;
+    }
+  }(tb, g, &done));
+  EXPECT_EQ(done, 1000);
+  EXPECT_EQ(cpu.busy_ps(), busy0) << "MN CPU work on the data path";
+  if (cpu.busy_ps() != busy0) {
+    for (const auto& [name, ps] : cpu.BusyByCost()) std::cout << name << " " << ps << " ps\n";
+    for (const auto& [name, ps] : by_cost0) std::cout << "(setup) " << name << " " << ps << "\n";
+  }
+  EXPECT_EQ(InUse(tb), 0u);
+}
+
+// A deadline far below the chains' latency: every request outlives it, the
+// MN says the chain still runs, and the CN waits on; nothing is refused or
+// rebuilt (a deadline is a policy, never mistaken for a refusal).
+TEST(Odrp, ASlowChainIsWaitedForNotAbandoned) {
+  TestbedSpec spec = Spec(1, 1 << 20);
+  spec.knobs["reply_timeout_us"] = "1";
+  Testbed tb(spec);
+  tb.Run([](Testbed& tb) -> Task<void> {
+    CnSide& cn = tb.cn(0);
+    AccessGroup* g = co_await cn.OpenGroup(1, 2 * kPageBytes);
+    for (int i = 0; i < 20; ++i) {
+      auto r = co_await cn.Alloc(*g);
+      CO_ASSERT_OK(r.status);
+      Fill(cn, g->buffer_addr(), static_cast<uint8_t>(i));
+      CO_ASSERT_OK(co_await cn.Write(g->lane(0), r.value, 0, kPageBytes, g->buffer_addr()));
+      CO_ASSERT_OK(
+          co_await cn.Read(g->lane(0), r.value, 0, kPageBytes, g->buffer_addr() + kPageBytes));
+      CO_ASSERT_TRUE(Holds(cn, g->buffer_addr() + kPageBytes, static_cast<uint8_t>(i)));
+      CO_ASSERT_OK(co_await cn.Free(*g, r.value));
+    }
+  }(tb));
+  EXPECT_GT(Mn(tb).counters().liveness_checks, 80u);
+  EXPECT_EQ(Mn(tb).counters().chains_rebuilt, 0u);
+  EXPECT_EQ(InUse(tb), 0u);
+}
+
+constexpr uint64_t kPages = 16;  // a small pool: the queue runs empty
+
+TEST(Odrp, EmptyQueueIsOutOfMemoryAndRecoversAfterFrees) {
+  Testbed tb(Spec(2, kPages * kPageBytes));
+  tb.Run([](Testbed& tb) -> Task<void> {
+    CnSide& a = tb.cn(0);
+    CnSide& b = tb.cn(1);
+    AccessGroup* ag = co_await a.OpenGroup(1, 2 * kPageBytes);
+    AccessGroup* bg = co_await b.OpenGroup(1, 2 * kPageBytes);
+    std::vector<Chunk> held;
+    for (uint64_t i = 0; i < kPages; ++i) {
+      auto r = co_await (i % 2 ? b : a).Alloc(i % 2 ? *bg : *ag);
+      CO_ASSERT_OK(r.status);
+      held.push_back(r.value);
+    }
+    // Both CNs find the queue empty (two dead positions behind the head).
+    auto none_a = co_await a.Alloc(*ag);
+    EXPECT_EQ(none_a.status.code(), Code::kOutOfMemory) << none_a.status.ToString();
+    auto none_b = co_await b.Alloc(*bg);
+    EXPECT_EQ(none_b.status.code(), Code::kOutOfMemory) << none_b.status.ToString();
+    EXPECT_EQ(Mn(tb).counters().empty_faults, 2u);
+    // Asking again is answered by the MN CPU without a chain fault.
+    auto still = co_await a.Alloc(*ag);
+    EXPECT_EQ(still.status.code(), Code::kOutOfMemory);
+    EXPECT_EQ(Mn(tb).counters().empty_faults, 2u);
+    // One free fills a dead position; the repair moves it to the head.
+    CO_ASSERT_OK(co_await b.Free(*bg, held[1]));
+    auto again = co_await a.Alloc(*ag);
+    CO_ASSERT_OK(again.status);
+    held[1] = again.value;
+    // Free everything: every page is allocatable again, by either CN.
+    for (size_t i = 0; i < held.size(); ++i) {
+      const bool mine_a = i % 2 == 0 || i == 1;
+      CO_ASSERT_OK(co_await (mine_a ? a : b).Free(mine_a ? *ag : *bg, held[i]));
+    }
+    EXPECT_EQ(InUse(tb), 0u);
+    for (uint64_t i = 0; i < kPages; ++i) {
+      auto r = co_await (i % 2 ? a : b).Alloc(i % 2 ? *ag : *bg);
+      CO_ASSERT_OK(r.status);
+    }
+    EXPECT_EQ(InUse(tb), kPages);
+  }(tb));
+  const auto& c = Mn(tb).counters();
+  std::cout << "[ odrp ] empty faults " << c.empty_faults << ", chains rebuilt " << c.chains_rebuilt
+            << ", queue checks " << c.queue_checks << ", elements moved " << c.elements_moved
+            << "\n";
+  EXPECT_GE(c.elements_moved, 1u);
+}
+
+// A malicious CN names pages it does not hold: every request is refused by
+// the chains, nothing changes on the MN, the honest CN does not notice, and
+// the malicious CN's own chains work again after RecoverLane.
+TEST(Odrp, AMaliciousCnsRefusedChainsLeaveAnHonestCnAlone) {
+  Testbed tb(Spec(2, 1 << 20));
+  tb.Run([](Testbed& tb) -> Task<void> {
+    CnSide& honest = tb.cn(0);
+    CnSide& bad = tb.cn(1);
+    AccessGroup* hg = co_await honest.OpenGroup(1, 2 * kPageBytes);
+    AccessGroup* bg = co_await bad.OpenGroup(1, 2 * kPageBytes);
+    auto hc = co_await honest.Alloc(*hg);
+    CO_ASSERT_OK(hc.status);
+    Fill(honest, hg->buffer_addr(), 42);
+    CO_ASSERT_OK(co_await honest.Write(hg->lane(0), hc.value, 0, kPageBytes, hg->buffer_addr()));
+    auto bc = co_await bad.Alloc(*bg);
+    CO_ASSERT_OK(bc.status);
+    const uint64_t page = Mn(tb).PageBehind(0, hc.value);
+    const uint64_t in_use = InUse(tb);
+    const uint64_t dst = bg->buffer_addr();
+    // Read and overwrite the honest CN's chunk.
+    bad.node()->memory().Fill(dst, 0, kPageBytes);
+    Status rd = co_await bad.Read(bg->lane(0), hc.value, 0, kPageBytes, dst);
+    EXPECT_EQ(rd.code(), Code::kAccessDenied) << rd.ToString();
+    EXPECT_FALSE(Holds(bad, dst, 42)) << "the honest CN's page leaked";
+    EXPECT_TRUE(bg->lane(0).broken());
+    CO_ASSERT_OK(co_await bad.RecoverLane(bg->lane(0)));
+    Fill(bad, dst, 66);
+    Status wr = co_await bad.Write(bg->lane(0), hc.value, 0, kPageBytes, dst);
+    EXPECT_EQ(wr.code(), Code::kAccessDenied) << wr.ToString();
+    CO_ASSERT_OK(co_await bad.RecoverLane(bg->lane(0)));
+    // Free it, and free a page of its own table it never allocated.
+    Status fr = co_await bad.Free(*bg, hc.value);
+    EXPECT_EQ(fr.code(), Code::kNotOwner) << fr.ToString();
+    Chunk never = bc.value;
+    never.addr += 5 * kPageBytes;
+    Status fr2 = co_await bad.Free(*bg, never);
+    EXPECT_EQ(fr2.code(), Code::kNotOwner) << fr2.ToString();
+    // Nothing changed on the MN; the honest CN reads its data and allocates.
+    EXPECT_EQ(InUse(tb), in_use);
+    EXPECT_EQ(Mn(tb).PageBehind(0, hc.value), page);
+    honest.node()->memory().Fill(hg->buffer_addr(), 0, kPageBytes);
+    CO_ASSERT_OK(co_await honest.Read(hg->lane(0), hc.value, 0, kPageBytes, hg->buffer_addr()));
+    EXPECT_TRUE(Holds(honest, hg->buffer_addr(), 42));
+    CO_ASSERT_OK((co_await honest.Alloc(*hg)).status);
+    // The bad CN's own chunk still works through its rebuilt chains.
+    Fill(bad, dst, 9);
+    CO_ASSERT_OK(co_await bad.Write(bg->lane(0), bc.value, 0, kPageBytes, dst));
+    bad.node()->memory().Fill(dst, 0, kPageBytes);
+    CO_ASSERT_OK(co_await bad.Read(bg->lane(0), bc.value, 0, kPageBytes, dst));
+    EXPECT_TRUE(Holds(bad, dst, 9));
+    CO_ASSERT_OK(co_await bad.Free(*bg, bc.value));
+  }(tb));
+  EXPECT_GE(Mn(tb).counters().chains_rebuilt, 4u);
+  EXPECT_EQ(Mn(tb).counters().empty_faults, 0u);
+}
+
+// Regression: the Load chain once enabled R0 by a WAIT on L's completions,
+// which a faulted L0 (a tt_addr outside the CN's table) satisfies too; R0
+// then sent the page an earlier request of the same instance had loaded,
+// which by then belonged to another CN.
+TEST(Odrp, ARefusedLoadNeverSendsAnEarlierRequestsPage) {
+  Testbed tb(Spec(2, kPages * kPageBytes));
+  tb.Run([](Testbed& tb) -> Task<void> {
+    CnSide& a = tb.cn(0);
+    CnSide& v = tb.cn(1);
+    AccessGroup* ag = co_await a.OpenGroup(1, kPageBytes);
+    AccessGroup* vg = co_await v.OpenGroup(1, kPageBytes);
+    auto x = co_await a.Alloc(*ag);
+    auto y = co_await a.Alloc(*ag);
+    CO_ASSERT_OK(x.status);
+    CO_ASSERT_OK(y.status);
+    const uint64_t page_x = Mn(tb).PageBehind(0, x.value);
+    // Request 0 of the Load chain (instance 0) loads x; then x is freed.
+    CO_ASSERT_OK(co_await a.Read(ag->lane(0), x.value, 0, kPageBytes, ag->buffer_addr()));
+    CO_ASSERT_OK(co_await a.Free(*ag, x.value));
+    // The victim is handed x's page and writes its secret.
+    Chunk mine;
+    for (uint64_t i = 0; i < kPages && mine.bytes == 0; ++i) {
+      auto r = co_await v.Alloc(*vg);
+      CO_ASSERT_OK(r.status);
+      if (Mn(tb).PageBehind(1, r.value) == page_x) mine = r.value;
+    }
+    CO_ASSERT_TRUE(mine.bytes != 0);
+    Fill(v, vg->buffer_addr(), 99);
+    CO_ASSERT_OK(co_await v.Write(vg->lane(0), mine, 0, kPageBytes, vg->buffer_addr()));
+    // Requests 1..3 load y; request 4 runs on instance 0 again and names the
+    // victim's chunk (another CN's table): refused, and nothing arrives.
+    for (int i = 0; i < 3; ++i) {
+      CO_ASSERT_OK(co_await a.Read(ag->lane(0), y.value, 0, kPageBytes, ag->buffer_addr()));
+    }
+    a.node()->memory().Fill(ag->buffer_addr(), 0, kPageBytes);
+    Status st = co_await a.Read(ag->lane(0), mine, 0, kPageBytes, ag->buffer_addr());
+    EXPECT_EQ(st.code(), Code::kAccessDenied) << st.ToString();
+    std::vector<uint8_t> got(kPageBytes);
+    a.node()->memory().Read(ag->buffer_addr(), got.data(), kPageBytes);
+    EXPECT_EQ(got, std::vector<uint8_t>(kPageBytes, 0)) << "the victim's page leaked";
+  }(tb));
+}
+
+TEST(Odrp, ACrashedCnsPagesReturnToTheQueue) {
+  Testbed tb(Spec(2, kPages * kPageBytes));
+  AccessGroup* sg = nullptr;
+  tb.Run([](Testbed& tb, AccessGroup** sg) -> Task<void> {
+    AccessGroup* cg = co_await tb.cn(0).OpenGroup(1, kPageBytes);
+    *sg = co_await tb.cn(1).OpenGroup(1, kPageBytes);
+    for (uint64_t i = 0; i < kPages - 1; ++i) CO_ASSERT_OK((co_await tb.cn(0).Alloc(*cg)).status);
+    CO_ASSERT_OK((co_await tb.cn(1).Alloc(**sg)).status);
+  }(tb, &sg));
+  ASSERT_EQ(InUse(tb), kPages);
+  tb.cluster().CrashNode(tb.cn(0).node());
+  systems::ReclaimReport rep;
+  tb.Run([](Testbed& tb, systems::ReclaimReport* rep) -> Task<void> {
+    *rep = co_await tb.mm().mn().ReclaimCn(0);
+  }(tb, &rep));
+  EXPECT_EQ(rep.chunks_reclaimed, kPages - 1);
+  EXPECT_EQ(InUse(tb), 1u);
+  // The survivor gets all of them, each page once.
+  std::set<uint64_t> pages;
+  tb.Run([](Testbed& tb, AccessGroup* g, std::set<uint64_t>* pages) -> Task<void> {
+    for (uint64_t i = 0; i < kPages - 1; ++i) {
+      auto r = co_await tb.cn(1).Alloc(*g);
+      CO_ASSERT_OK(r.status);
+      pages->insert(Mn(tb).PageBehind(1, r.value));
+    }
+    auto none = co_await tb.cn(1).Alloc(*g);
+    EXPECT_EQ(none.status.code(), Code::kOutOfMemory);
+  }(tb, sg, &pages));
+  EXPECT_EQ(pages.size(), kPages - 1);
+  EXPECT_EQ(InUse(tb), kPages);
+}
+
+TEST(Odrp, ARemoteMnIsRefusedWithAClearError) {
+  // The CN side needs the MN object of this process (the chains are set up
+  // through it); any other MnSide is refused at construction.
+  struct OtherMn : systems::MnSide {
+    Task<void> Start() override { co_return; }
+    Task<systems::ReclaimReport> ReclaimCn(uint32_t) override {
+      co_return systems::ReclaimReport{};
+    }
+    systems::MnStats stats() const override { return {}; }
+    fabric::Node* node() const override { return nullptr; }
+    fabric::Qp* CreateLaneQp(uint32_t) override { return nullptr; }
+    void LaneConnected(uint32_t, fabric::Qp*) override {}
+    Task<void> ChargeQpSetup() override { co_return; }
+  } other;
+  sim::SimCluster cluster(1, sim::Profile::ByName("cx5"));
+  systems::Deployment d;
+  d.cluster = &cluster;
+  d.mn = cluster.AddNode({.name = "mn"});
+  d.cns = {cluster.AddNode({.name = "cn"})};
+  d.remote_mn = &other;
+  try {
+    systems::Registry::Create({"odrp", {}}, d);
+    ADD_FAILURE() << "a remote MN was accepted";
+  } catch (const systems::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("remote MN is not supported"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dmb::testing
