@@ -18,6 +18,7 @@
 #include <exception>
 #include <string>
 
+#include "cli/runner/run_command.h"
 #include "fabric/sim/profile.h"
 #include "microbench/access_bench.h"
 #include "microbench/alloc_bench.h"
@@ -385,6 +386,9 @@ int main(int argc, char** argv) {
 
   auto* devices = app.add_subcommand("devices", "List RDMA devices and what each can do");
 
+  dmb::runner::RunCommandArgs run_args;
+  auto* run = dmb::runner::AddRunCommand(app, &run_args);
+
 #ifdef DMB_HAVE_IBV
   dmb::systems::remote::MnDaemonOptions mn_opts;
   std::vector<std::string> mn_sets;
@@ -429,6 +433,7 @@ int main(int argc, char** argv) {
     if (*alloc) return MicroAlloc(micro_args);
     if (*access) return MicroAccess(access_args);
     if (*devices) return ListDevices();
+    if (*run) return dmb::runner::RunCommand(run_args);
 #ifdef DMB_HAVE_IBV
     if (*mn) {
       for (const auto& s : mn_sets) mn_opts.knobs.insert(dmb::systems::SplitAssignment(s));

@@ -1,0 +1,464 @@
+#include "cli/runner/runner.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fnmatch.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "fabric/sim/profile.h"
+#include "systems/knobs.h"
+
+extern char** environ;
+
+namespace dmb::runner {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using Row = std::map<std::string, std::string>;
+
+// Metrics taken from the micro program's benchmark entry.
+const std::vector<std::string> kMetricCols = {
+    "lat_us_p50",       "lat_us_p99",         "lat_us_mean", "free_lat_us_p50",  "free_lat_us_p99",
+    "free_lat_us_mean", "rebind_lat_us_mean", "mops",        "mn_cpu_busy_frac", "count",
+    "failures",         "virtual_s"};
+
+// Defaults per op, filled into every point (so a point file says everything).
+const std::map<std::string, std::map<std::string, std::string>> kOpDefaults = {
+    {"access", {{"io", "read"}, {"size", "4096"}, {"ops", "2000"}}},
+    {"alloc", {{"ops", "200"}}},
+    {"offload_read", {{"size", "4096"}, {"ops", "1000"}, {"offload_qps", "0"}}},
+    {"mr_reg", {{"size", "4096"}}},
+    {"mw_bind", {{"size", "4096"}, {"mw_type", "1"}}},
+};
+
+const std::map<std::string, std::string> kFlagOf = {{"threads", "--threads"},
+                                                    {"cns", "--cns"},
+                                                    {"mn_cores", "--mn-cores"},
+                                                    {"pool", "--pool"},
+                                                    {"io", "--op"},
+                                                    {"size", "--size"},
+                                                    {"ops", "--ops"},
+                                                    {"offload_qps", "--offload-qps"},
+                                                    {"mw_type", "--mw-type"}};
+
+std::map<std::string, std::string> Params(const Point& p) {
+  auto out = p.params;
+  if (auto it = kOpDefaults.find(p.op); it != kOpDefaults.end()) {
+    for (const auto& [k, v] : it->second) out.emplace(k, v);
+  }
+  out.emplace("pool", std::to_string(1ull << 30));
+  return out;
+}
+
+std::vector<std::string> MicroCommand(const RunOptions& opt, const Point& p,
+                                      const std::string& out_json) {
+  std::vector<std::string> a = {opt.micro_path, "--bench", p.op};
+  if (!p.system.empty()) a.insert(a.end(), {"--system", p.system});
+  for (const auto& [k, v] : p.knobs) a.insert(a.end(), {"--set", k + "=" + v});
+  for (const auto& [k, v] : Params(p)) {
+    const bool size = k == "pool" || k == "size";
+    a.insert(a.end(), {kFlagOf.at(k), size ? systems::FormatSize(std::stoull(v)) : v});
+  }
+  a.insert(a.end(), {"--seed", std::to_string(p.seed), "--benchmark_format=json",
+                     "--benchmark_out=" + out_json, "--benchmark_out_format=json"});
+  return a;
+}
+
+std::string Hex(uint64_t v) { return fmt::format("{:016x}", v); }
+
+std::string JsonStr(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (c == '\n') {
+      o += "\\n";
+      continue;
+    }
+    o += c;
+  }
+  return o + "\"";
+}
+
+std::string JsonMap(const std::map<std::string, std::string>& m) {
+  std::string o = "{";
+  for (const auto& [k, v] : m) o += (o.size() > 1 ? ", " : "") + JsonStr(k) + ": " + JsonStr(v);
+  return o + "}";
+}
+
+void WriteAtomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+  }
+  fs::rename(tmp, path);
+}
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string LastLine(const fs::path& p) {
+  std::string text = Slurp(p), last;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+// The metrics of the micro program's one benchmark entry.
+std::map<std::string, double> ParseMicroJson(const fs::path& p) {
+  const YAML::Node root = YAML::LoadFile(p.string());
+  const YAML::Node b = root["benchmarks"];
+  if (!b || !b.IsSequence() || b.size() != 1) {
+    throw std::runtime_error(p.string() + ": expected exactly one benchmark entry");
+  }
+  std::map<std::string, double> m;
+  for (const std::string& k : kMetricCols) {
+    if (b[0][k]) m[k] = b[0][k].as<double>();
+  }
+  const double t = b[0]["real_time"].as<double>();
+  const std::string unit = b[0]["time_unit"] ? b[0]["time_unit"].as<std::string>() : "ns";
+  const double scale = unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9;
+  m["virtual_s"] = t * scale;
+  return m;
+}
+
+std::string PointJson(const Point& p, const std::map<std::string, double>& metrics, double wall_s,
+                      const std::vector<std::string>& cmd) {
+  std::string ms = "{";
+  for (const auto& [k, v] : metrics) {
+    ms += (ms.size() > 1 ? ", " : "") + JsonStr(k) + ": " + fmt::format("{:.9g}", v);
+  }
+  ms += "}";
+  std::string c;
+  for (const auto& a : cmd) c += (c.empty() ? "" : " ") + a;
+  return fmt::format(
+      "{{\n  \"id\": {},\n  \"point_hash\": \"{}\",\n  \"op\": {},\n  \"system\": {},\n"
+      "  \"variant\": {},\n  \"seed\": {},\n  \"knobs\": {},\n  \"params\": {},\n"
+      "  \"metrics\": {},\n  \"wall_s\": {:.3f},\n  \"cmd\": {}\n}}\n",
+      JsonStr(p.id), Hex(p.hash), JsonStr(p.op), JsonStr(p.system), JsonStr(p.variant), p.seed,
+      JsonMap(p.knobs), JsonMap(Params(p)), ms, wall_s, JsonStr(c));
+}
+
+// True when `path` holds this very point's result.
+bool HasResult(const fs::path& path, const Point& p) {
+  if (!fs::exists(path)) return false;
+  try {
+    const YAML::Node n = YAML::LoadFile(path.string());
+    return n["point_hash"] && n["point_hash"].as<std::string>() == Hex(p.hash) && n["metrics"];
+  } catch (const std::exception&) {
+    return false;  // a torn or foreign file: run the point again
+  }
+}
+
+Row RowOf(const Spec& spec, const Point& p, const fs::path& path) {
+  const YAML::Node n = YAML::LoadFile(path.string());
+  const auto params = Params(p);
+  auto get = [&](const char* k) {
+    auto it = params.find(k);
+    return it == params.end() ? std::string() : it->second;
+  };
+  Row r;
+  r["figure"] = spec.name;
+  r["system"] = p.system;
+  r["variant"] = p.variant;
+  r["op"] = p.op;
+  r["io"] = p.op == "access" ? get("io") : "";
+  r["threads"] = get("threads");
+  r["cns"] = get("cns");
+  r["mn_cores"] = get("mn_cores");
+  r["seed"] = std::to_string(p.seed);
+  r["size_bytes"] = get("size");
+  r["offload_qps"] = get("offload_qps");
+  r["mw_type"] = get("mw_type");
+  std::string knobs;
+  for (const auto& [k, v] : p.knobs) knobs += (knobs.empty() ? "" : ";") + k + "=" + v;
+  r["knobs"] = knobs;
+  for (const auto& kv : n["metrics"]) {
+    r[kv.first.as<std::string>()] = fmt::format("{:.6g}", kv.second.as<double>());
+  }
+  return r;
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+double Mean(const std::vector<const Row*>& rows, const std::string& metric, bool* ok) {
+  double sum = 0;
+  int n = 0;
+  for (const Row* r : rows) {
+    auto it = r->find(metric);
+    if (it == r->end() || it->second.empty()) continue;
+    sum += std::stod(it->second);
+    ++n;
+  }
+  *ok = n > 0;
+  return n ? sum / n : 0;
+}
+
+std::vector<const Row*> Matching(const std::vector<Row>& rows,
+                                 const std::map<std::string, std::string>& match) {
+  std::vector<const Row*> out;
+  for (const Row& r : rows) {
+    bool all = true;
+    for (const auto& [k, v] : match) {
+      auto it = r.find(k);
+      all = all && it != r.end() && it->second == v;
+    }
+    if (all) out.push_back(&r);
+  }
+  return out;
+}
+
+std::string CompareCsv(const Spec& spec, const std::vector<Row>& rows) {
+  std::string out =
+      "figure,label,system,variant,op,threads,param,param_value,metric,paper,ours,ratio,verdict,"
+      "where,note\n";
+  for (const PaperValue& pv : spec.paper) {
+    auto get = [&](const char* k) {
+      auto it = pv.match.find(k);
+      return it == pv.match.end() ? std::string() : it->second;
+    };
+    std::string param, param_value;
+    for (const char* k : {"offload_qps", "size_bytes", "mw_type", "io", "cns"}) {
+      if (!get(k).empty() && param.empty()) {
+        param = k;
+        param_value = get(k);
+      }
+    }
+    bool ok = false;
+    double ours = Mean(Matching(rows, pv.match), pv.metric, &ok);
+    std::string note;
+    if (ok && !pv.relative_to.empty()) {
+      auto base_match = pv.match;
+      for (const auto& [k, v] : pv.relative_to) base_match[k] = v;
+      if (!pv.relative_to.count("variant") && pv.relative_to.count("system")) {
+        base_match.erase("variant");
+      }
+      bool base_ok = false;
+      const double base = Mean(Matching(rows, base_match), pv.metric, &base_ok);
+      ok = base_ok && base != 0;
+      ours = ok ? ours / base : 0;
+      std::string rel;
+      for (const auto& [k, v] : pv.relative_to) rel += (rel.empty() ? "" : " ") + k + "=" + v;
+      note = "relative to " + rel;
+    }
+    const double ratio = ok && pv.value != 0 ? ours / pv.value : 0;
+    const std::string verdict =
+        !ok ? "no data" : (std::fabs(ratio - 1) <= pv.tolerance ? "hit" : "miss");
+    out += fmt::format(
+        "{},{},{},{},{},{},{},{},{},{:.6g},{},{},{},{},{}\n", CsvField(spec.name),
+        CsvField(pv.label), get("system"), get("variant"), get("op"), get("threads"), param,
+        param_value, pv.metric, pv.value, ok ? fmt::format("{:.6g}", ours) : "",
+        ok ? fmt::format("{:.4f}", ratio) : "", verdict, CsvField(pv.where), CsvField(note));
+  }
+  return out;
+}
+
+std::string Shell(const std::string& cmd) {
+  std::string out;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[256];
+    while (fgets(buf, sizeof buf, f)) out += buf;
+    pclose(f);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+std::string MetaJson(const Spec& spec, double wall_s) {
+  const std::string dir = fs::absolute(spec.path).parent_path().string();
+  const std::string sha = Shell("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
+  const bool dirty =
+      !Shell("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null").empty();
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string seeds;
+  for (uint64_t s : spec.seeds) seeds += (seeds.empty() ? "" : ", ") + std::to_string(s);
+  const std::time_t now = std::time(nullptr);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return fmt::format(
+      "{{\n  \"name\": {},\n  \"title\": {},\n  \"source\": {},\n  \"git_sha\": {},\n"
+      "  \"dirty\": {},\n  \"backend\": \"sim\",\n  \"profile\": \"cx5\",\n  \"seeds\": [{}],\n"
+      "  \"calibration_hash\": \"{}\",\n  \"spec_hash\": \"{}\",\n  \"host\": {},\n"
+      "  \"wall_s\": {:.1f},\n  \"generated_at\": \"{}\"\n}}\n",
+      JsonStr(spec.name), JsonStr(spec.title), JsonStr(spec.source),
+      JsonStr(sha.empty() ? "unknown" : sha), dirty ? "true" : "false", seeds,
+      Hex(sim::Profile::ByName("cx5").Hash()), Hex(spec.hash), JsonStr(host), wall_s, when);
+}
+
+std::string Clock2(double s) {
+  const long t = static_cast<long>(s + 0.5);
+  return fmt::format("{}:{:02d}", t / 60, t % 60);
+}
+
+pid_t Spawn(const std::vector<std::string>& args, const fs::path& log) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+}  // namespace
+
+const std::vector<std::string>& CsvColumns() {
+  static const std::vector<std::string> c = [] {
+    std::vector<std::string> v = {"figure",      "system",  "variant",  "op",   "io",
+                                  "threads",     "cns",     "mn_cores", "seed", "size_bytes",
+                                  "offload_qps", "mw_type", "knobs"};
+    v.insert(v.end(), kMetricCols.begin(), kMetricCols.end());
+    return v;
+  }();
+  return c;
+}
+
+RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
+  const auto t0 = Clock::now();
+  if (opt.micro_path.empty() || !fs::exists(opt.micro_path)) {
+    throw SpecError("the micro program '" + opt.micro_path +
+                    "' does not exist; build it (`make release`) or pass --micro PATH");
+  }
+  const std::vector<Point> all = Expand(spec);
+  std::vector<const Point*> selected;
+  for (const Point& p : all) {
+    if (opt.filter.empty() || fnmatch(opt.filter.c_str(), p.id.c_str(), 0) == 0) {
+      selected.push_back(&p);
+    }
+  }
+  if (!opt.filter.empty() && selected.empty()) {
+    std::string ids;
+    for (size_t i = 0; i < all.size() && i < 6; ++i) ids += (i ? ", " : "") + all[i].id;
+    throw SpecError("--filter '" + opt.filter + "' matches none of the " +
+                    std::to_string(all.size()) + " points (e.g. " + ids + ")");
+  }
+  const fs::path dir = fs::path(opt.results_root) / spec.name;
+  fs::create_directories(dir / "points");
+  fs::create_directories(dir / "logs");
+
+  RunSummary sum;
+  sum.total = selected.size();
+  std::vector<const Point*> todo;
+  for (const Point* p : selected) {
+    if (!opt.force && HasResult(dir / "points" / (p->id + ".json"), *p)) {
+      ++sum.skipped;
+    } else {
+      todo.push_back(p);
+    }
+  }
+  fmt::print(stderr, "{}: {} points ({} to run, {} already done{}), {} job(s) -> {}\n", spec.name,
+             sum.total, todo.size(), sum.skipped, opt.force ? "" : "; --force reruns them",
+             opt.jobs, dir.string());
+
+  struct Child {
+    const Point* p;
+    std::vector<std::string> cmd;
+    Clock::time_point start;
+  };
+  std::map<pid_t, Child> running;
+  size_t next = 0, done = 0;
+  const auto progress = [&](const Point& p, bool ok, double secs) {
+    ++done;
+    const double el = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double eta = done ? el / done * (todo.size() - done) : 0;
+    fmt::print(stderr, "{}[{:>{}}/{}] {:3.0f}%  elapsed {}  ETA {}  {} {} ({:.1f} s){}",
+               opt.tty ? "\r\033[K" : "", done, std::to_string(todo.size()).size(), todo.size(),
+               100.0 * done / std::max<size_t>(1, todo.size()), Clock2(el), Clock2(eta),
+               ok ? "ok  " : "FAIL", p.id, secs, opt.tty ? "" : "\n");
+  };
+  while (next < todo.size() || !running.empty()) {
+    while (next < todo.size() && static_cast<int>(running.size()) < std::max(1, opt.jobs)) {
+      const Point* p = todo[next++];
+      const fs::path out = dir / "points" / (p->id + ".gb.json");
+      Child c{p, MicroCommand(opt, *p, out.string()), Clock::now()};
+      running[Spawn(c.cmd, dir / "logs" / (p->id + ".log"))] = c;
+    }
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) break;
+    auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const Child c = it->second;
+    running.erase(it);
+    const double secs = std::chrono::duration<double>(Clock::now() - c.start).count();
+    const fs::path gb = dir / "points" / (c.p->id + ".gb.json");
+    const fs::path log = dir / "logs" / (c.p->id + ".log");
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    std::string why;
+    if (ok) {
+      try {
+        const auto metrics = ParseMicroJson(gb);
+        WriteAtomically(dir / "points" / (c.p->id + ".json"),
+                        PointJson(*c.p, metrics, secs, c.cmd));
+        ++sum.ran;
+      } catch (const std::exception& e) {
+        ok = false;
+        why = e.what();
+      }
+    } else {
+      why = LastLine(log);
+    }
+    std::error_code ec;
+    fs::remove(gb, ec);
+    if (!ok) sum.failed.push_back(c.p->id + " (" + log.string() + "): " + why);
+    progress(*c.p, ok, secs);
+  }
+  if (opt.tty && !todo.empty()) fmt::print(stderr, "\n");
+
+  // Every point of the spec with a result, in spec order.
+  std::vector<Row> rows;
+  for (const Point& p : all) {
+    const fs::path path = dir / "points" / (p.id + ".json");
+    if (HasResult(path, p)) rows.push_back(RowOf(spec, p, path));
+  }
+  std::string csv;
+  for (const auto& c : CsvColumns()) csv += (csv.empty() ? "" : ",") + c;
+  csv += "\n";
+  for (const Row& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < CsvColumns().size(); ++i) {
+      auto it = r.find(CsvColumns()[i]);
+      line += (i ? "," : "") + CsvField(it == r.end() ? "" : it->second);
+    }
+    csv += line + "\n";
+  }
+  WriteAtomically(dir / (spec.name + ".csv"), csv);
+  WriteAtomically(dir / "compare.csv", CompareCsv(spec, rows));
+  sum.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  WriteAtomically(dir / "meta.json", MetaJson(spec, sum.wall_s));
+  return sum;
+}
+
+}  // namespace dmb::runner

@@ -1,0 +1,200 @@
+// The runner against a stand-in micro program (a shell script that answers
+// like dmb_micro): every point runs once, results resume and skip, --force
+// reruns, --filter selects, a changed point reruns, a failing point is named.
+#include "cli/runner/runner.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace dmb::runner {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kSpec = R"(
+name: fake-fig
+title: "Runner test"
+source: "nowhere"
+cluster: {pool: 64MB}
+seeds: [1]
+runs:
+  - op: alloc
+    grid: {threads: [1, 24]}
+    systems:
+      - {system: static_mr}
+      - {system: rpc_mw, variant: type2, knobs: {mw_type: 2}}
+  - op: offload_read
+    grid: {offload_qps: [0, 96]}
+paper:
+  - {label: "rpc alloc 24", where: "§x", match: {system: rpc_mw, op: alloc, threads: 24},
+     metric: lat_us_mean, value: 48}
+  - {label: "relative", where: "§y", match: {system: rpc_mw, op: alloc, threads: 24},
+     relative_to: {system: static_mr}, metric: lat_us_mean, value: 10}
+  - {label: "missing", where: "§z", match: {system: finemem, op: alloc}, metric: lat_us_mean,
+     value: 1}
+)";
+
+// Answers like dmb_micro: latency = 2 x threads (+1 for rpc_mw), one entry.
+// Appends each invocation to $FAKE_LOG; exits 1 for the system in $FAKE_FAIL.
+const char* kFake = R"(#!/bin/sh
+out=""; threads=1; sys=none
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --benchmark_out=*) out="${1#--benchmark_out=}";;
+    --threads) threads="$2"; shift;;
+    --system) sys="$2"; shift;;
+  esac
+  shift
+done
+echo "$sys $threads" >> "$FAKE_LOG"
+if [ "$sys" = "$FAKE_FAIL" ]; then echo "fake: $sys refused" >&2; exit 1; fi
+extra=0; [ "$sys" = rpc_mw ] && extra=1
+lat=$((2 * threads + extra))
+printf '{"context": {}, "benchmarks": [{"name": "x", "real_time": 5.0, "time_unit": "us", "lat_us_p50": %s, "lat_us_p99": %s, "lat_us_mean": %s, "count": 10}]}\n' $lat $lat $lat > "$out"
+)";
+
+class RunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("dmb_runner_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    fake_ = dir_ / "fake_micro.sh";
+    std::ofstream(fake_) << kFake;
+    fs::permissions(fake_, fs::perms::owner_all);
+    log_ = dir_ / "invocations.log";
+    setenv("FAKE_LOG", log_.c_str(), 1);
+    unsetenv("FAKE_FAIL");
+    spec_path_ = dir_ / "fake-fig.yaml";
+    std::ofstream(spec_path_) << kSpec;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  RunSummary Run(RunOptions o = {}) {
+    o.micro_path = fake_.string();
+    o.results_root = (dir_ / "results").string();
+    o.jobs = 2;
+    return RunSpec(LoadSpec(spec_path_.string()), o);
+  }
+  int Invocations() {
+    std::ifstream in(log_);
+    int n = 0;
+    for (std::string l; std::getline(in, l);) ++n;
+    return n;
+  }
+  std::string Read(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  fs::path Out() const { return dir_ / "results" / "fake-fig"; }
+
+  fs::path dir_, fake_, log_, spec_path_;
+};
+
+TEST_F(RunnerTest, RunsEveryPointOnceAndWritesCsvCompareAndMeta) {
+  const RunSummary s = Run();
+  EXPECT_EQ(s.total, 6u);
+  EXPECT_EQ(s.ran, 6u);
+  EXPECT_TRUE(s.failed.empty());
+  EXPECT_EQ(Invocations(), 6);
+  EXPECT_TRUE(fs::exists(Out() / "points" / "alloc-rpc_mw-type2-threads_24-seed1.json"));
+  const std::string csv = Read(Out() / "fake-fig.csv");
+  EXPECT_EQ(csv.rfind("figure,system,variant,op,io,threads,cns,mn_cores,seed,size_bytes,", 0), 0u);
+  EXPECT_NE(csv.find("fake-fig,rpc_mw,type2,alloc,,24,1,1,1,,,,mw_type=2,49,49,49,"),
+            std::string::npos)
+      << csv;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);  // header + 6 points
+  const std::string cmp = Read(Out() / "compare.csv");
+  EXPECT_NE(cmp.find("rpc alloc 24,rpc_mw,,alloc,24,,,lat_us_mean,48,49,1.0208,hit"),
+            std::string::npos)
+      << cmp;
+  EXPECT_NE(cmp.find("relative,rpc_mw,,alloc,24,,,lat_us_mean,10,1.02083,0.1021,miss"),
+            std::string::npos)
+      << cmp;
+  EXPECT_NE(cmp.find("missing,finemem,,alloc,,,,lat_us_mean,1,,,no data"), std::string::npos);
+  const std::string meta = Read(Out() / "meta.json");
+  for (const char* k : {"\"git_sha\"", "\"dirty\"", "\"backend\": \"sim\"", "\"seeds\": [1]",
+                        "\"calibration_hash\"", "\"spec_hash\"", "\"host\"", "\"wall_s\""}) {
+    EXPECT_NE(meta.find(k), std::string::npos) << k;
+  }
+}
+
+TEST_F(RunnerTest, ASecondRunSkipsAndForceReruns) {
+  (void)Run();
+  const RunSummary again = Run();
+  EXPECT_EQ(again.ran, 0u);
+  EXPECT_EQ(again.skipped, 6u);
+  EXPECT_EQ(Invocations(), 6);
+  RunOptions f;
+  f.force = true;
+  EXPECT_EQ(Run(f).ran, 6u);
+  EXPECT_EQ(Invocations(), 12);
+}
+
+TEST_F(RunnerTest, AnInterruptedRunResumesWithTheMissingPoints) {
+  (void)Run();
+  // As if killed: one point never finished, one file torn mid-write.
+  fs::remove(Out() / "points" / "alloc-static_mr-threads_24-seed1.json");
+  std::ofstream(Out() / "points" / "offload_read-offload_qps_96-seed1.json") << "{\"id\": \"off";
+  const RunSummary s = Run();
+  EXPECT_EQ(s.ran, 2u);
+  EXPECT_EQ(s.skipped, 4u);
+  EXPECT_EQ(Invocations(), 8);
+  const std::string csv = Read(Out() / "fake-fig.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
+}
+
+TEST_F(RunnerTest, FilterSelectsPointsAndTheCsvKeepsEveryResult) {
+  RunOptions o;
+  o.filter = "alloc-*-threads_24-*";
+  const RunSummary s = Run(o);
+  EXPECT_EQ(s.total, 2u);
+  EXPECT_EQ(Invocations(), 2);
+  (void)Run();  // the rest
+  EXPECT_EQ(Invocations(), 6);
+  o.filter = "nothing-*";
+  EXPECT_THROW(Run(o), SpecError);
+}
+
+TEST_F(RunnerTest, AChangedPointRunsAgain) {
+  (void)Run();
+  std::string text = Read(spec_path_);
+  text.replace(text.find("{mw_type: 2}"), 12, "{mw_type: 1}");
+  std::ofstream(spec_path_) << text;
+  const RunSummary s = Run();
+  EXPECT_EQ(s.ran, 2u);  // rpc_mw type2's two points (same ids, new knobs)
+  EXPECT_EQ(Invocations(), 8);
+}
+
+TEST_F(RunnerTest, AFailingPointIsNamedWithItsLogAndTheOthersFinish) {
+  setenv("FAKE_FAIL", "rpc_mw", 1);
+  const RunSummary s = Run();
+  EXPECT_EQ(s.ran, 4u);
+  ASSERT_EQ(s.failed.size(), 2u);
+  EXPECT_NE(s.failed[0].find("alloc-rpc_mw-type2-threads_"), std::string::npos) << s.failed[0];
+  EXPECT_NE(s.failed[0].find("fake: rpc_mw refused"), std::string::npos) << s.failed[0];
+  EXPECT_NE(s.failed[0].find(".log"), std::string::npos);
+}
+
+TEST_F(RunnerTest, AMissingMicroProgramSaysHowToBuildIt) {
+  RunOptions o;
+  o.micro_path = "/nonexistent/dmb_micro";
+  o.results_root = (dir_ / "results").string();
+  try {
+    (void)RunSpec(LoadSpec(spec_path_.string()), o);
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("make release"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace dmb::runner

@@ -1,0 +1,134 @@
+// Spec validation: every malformed spec fails before anything runs, with a
+// message that names the key and says what was expected.
+#include "cli/runner/spec.h"
+
+#include <gtest/gtest.h>
+
+namespace dmb::runner {
+namespace {
+
+const char* kGood = R"(
+name: fig-x
+title: "A test figure"
+source: "Somebody (2026) Figure 1"
+cluster: {cns: 1, mn_cores: 1, pool: 64MB}
+seeds: [1, 2]
+runs:
+  - op: access
+    params: {io: read, size: 4KB, ops: 100}
+    grid: {threads: [1, 24]}
+    systems:
+      - {system: static_mr}
+      - {system: rpc_mw, variant: type2, knobs: {mw_type: 2}}
+  - op: offload_read
+    grid: {offload_qps: [0, 96]}
+paper:
+  - {label: "x", where: "§1", match: {system: static_mr, op: access, threads: 1},
+     metric: lat_us_mean, value: 2.9}
+)";
+
+std::string ErrorOf(const std::string& yaml) {
+  try {
+    (void)ParseSpec(yaml, "t.yaml");
+  } catch (const SpecError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string Replace(std::string s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return s.replace(at, from.size(), to);
+}
+
+TEST(Spec, AGoodSpecExpandsIntoNamedPoints) {
+  const Spec s = ParseSpec(kGood);
+  const auto points = Expand(s);
+  // access: 2 systems x 2 threads x 2 seeds; offload_read: 2 x 2 seeds.
+  ASSERT_EQ(points.size(), 12u);
+  EXPECT_EQ(points[0].id, "access-static_mr-threads_1-seed1");
+  EXPECT_EQ(points[5].id, "access-rpc_mw-type2-threads_1-seed2");
+  EXPECT_EQ(points[5].knobs.at("mw_type"), "2");
+  EXPECT_EQ(points[5].params.at("size"), "4096");
+  EXPECT_EQ(points[5].params.at("pool"), std::to_string(64ull << 20));
+  EXPECT_EQ(points[11].id, "offload_read-offload_qps_96-seed2");
+  EXPECT_NE(points[0].hash, points[1].hash);
+  EXPECT_EQ(ParseSpec(kGood).runs.size(), 2u);
+}
+
+TEST(Spec, WrongTypeIsNamedWithItsPath) {
+  EXPECT_EQ(ErrorOf(Replace(kGood, "grid: {threads: [1, 24]}", "grid: {threads: [1, many]}")),
+            "runs[0].grid.threads[1]: expected an integer >= 1, got \"many\"");
+  EXPECT_EQ(ErrorOf(Replace(kGood, "grid: {threads: [1, 24]}", "grid: {threads: 24}")),
+            "runs[0].grid.threads: expected a non-empty list like [1, 24], got \"24\"");
+  EXPECT_EQ(ErrorOf(Replace(kGood, "size: 4KB", "size: big")),
+            "runs[0].params.size: expected a size like 4KB, 1MB or 1GB, got \"big\"");
+  EXPECT_EQ(ErrorOf(Replace(kGood, "value: 2.9", "value: fast")),
+            "paper[0].value: expected a number, got \"fast\"");
+}
+
+TEST(Spec, UnknownSystemListsTheKnownOnes) {
+  const std::string e = ErrorOf(Replace(kGood, "{system: static_mr}", "{system: static_rm}"));
+  EXPECT_EQ(e.rfind("runs[0].systems[0].system: unknown system 'static_rm'; known systems: ", 0),
+            0u)
+      << e;
+}
+
+TEST(Spec, UnknownOrBadKnobIsNamedUnderItsSystem) {
+  EXPECT_EQ(ErrorOf(Replace(kGood, "knobs: {mw_type: 2}", "knobs: {mwtype: 2}"))
+                .rfind("runs[0].systems[1].knobs: rpc_mw: unknown knob 'mwtype'; known knobs: ", 0),
+            0u);
+  EXPECT_EQ(ErrorOf(Replace(kGood, "knobs: {mw_type: 2}", "knobs: {mw_type: three}")),
+            "runs[0].systems[1].knobs.mw_type: expected an integer in [1, 2], got \"three\"");
+  const std::string osmw =
+      Replace(kGood, "{system: static_mr}", "{system: onesided_mw, knobs: {group_size: three}}");
+  EXPECT_EQ(ErrorOf(osmw),
+            "runs[0].systems[0].knobs.group_size: expected an integer in [2, 7], got \"three\"");
+}
+
+TEST(Spec, MissingFieldsAreNamed) {
+  EXPECT_EQ(ErrorOf(Replace(kGood, "name: fig-x", "")), "spec.name: missing (required)");
+  EXPECT_EQ(ErrorOf(Replace(kGood, "  - op: offload_read", "  - params: {}")),
+            "runs[1].op: missing (required)");
+  EXPECT_EQ(ErrorOf(Replace(kGood,
+                            "    systems:\n      - {system: static_mr}\n      - {system: rpc_mw, "
+                            "variant: type2, knobs: {mw_type: 2}}\n",
+                            "")),
+            "runs[0].systems: missing (required for op access)");
+  EXPECT_EQ(ErrorOf(Replace(kGood, "metric: lat_us_mean, ", "")),
+            "paper[0].metric: missing (required)");
+}
+
+TEST(Spec, UnknownKeysOpsAndMetricsAreNamed) {
+  EXPECT_EQ(ErrorOf(Replace(kGood, "seeds: [1, 2]", "seeds: [1, 2]\ncolour: red")),
+            "spec.colour: unknown key; known keys here: name, title, source, cluster, seeds, "
+            "runs, paper");
+  EXPECT_EQ(
+      ErrorOf(Replace(kGood, "op: offload_read", "op: offload"))
+          .rfind("runs[1].op: unknown op \"offload\"; known ops: access, alloc, offload_read", 0),
+      0u);
+  EXPECT_EQ(ErrorOf(Replace(kGood, "metric: lat_us_mean", "metric: latency"))
+                .rfind("paper[0].metric: unknown metric \"latency\"; known: lat_us_p50", 0),
+            0u);
+  EXPECT_EQ(ErrorOf(Replace(kGood, "grid: {offload_qps: [0, 96]}",
+                            "grid: {offload_qps: [0, 96]}\n    systems: [{system: static_mr}]")),
+            "runs[1].systems: op offload_read measures a primitive and takes no systems");
+}
+
+TEST(Spec, TwoRunsProducingTheSamePointAreRefused) {
+  const std::string dup = Replace(kGood, "  - op: offload_read\n    grid: {offload_qps: [0, 96]}",
+                                  "  - op: access\n    grid: {threads: [24]}\n    systems: "
+                                  "[{system: static_mr}]");
+  EXPECT_EQ(ErrorOf(dup),
+            "runs[1]: point \"access-static_mr-threads_24-seed1\" is also produced by runs[0]; "
+            "give one of them a different variant or grid");
+}
+
+TEST(Spec, NotYamlSaysWhere) {
+  EXPECT_EQ(ErrorOf("name: [unclosed").rfind("t.yaml: not valid YAML (line ", 0), 0u);
+  EXPECT_THROW((void)LoadSpec("/nonexistent.yaml"), SpecError);
+}
+
+}  // namespace
+}  // namespace dmb::runner
