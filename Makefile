@@ -5,19 +5,28 @@
 #   make test-rxe    build, then run the `rxe`-labelled tests and a perftest reference in a
 #                    QEMU guest with two Soft-RoCE devices (tests/rxe/; results in
 #                    build/$(PRESET)/rxe/; RXE_VM_ARGS="-t 1800" etc. go to vm-run.sh)
+#   make figure-10   run experiments/figure-10.yaml on the simulator, then plot it and
+#                    regenerate results/README.md (same for every experiments/NAME.yaml:
+#                    make offload-qps, make primitives; `make figures` runs them all)
 #   make calibrate   check every calibration primitive against its source
 #   make bench       simulator speed (simulated WRs per wall second)
 #   make format      clang-format the tree
 #
 # Debian 12 packages used (installed by `make deps` when missing):
 DEB_PACKAGES := build-essential cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev \
-                libyaml-cpp-dev libcli11-dev libfmt-dev clang-format libibverbs-dev
+                libyaml-cpp-dev libcli11-dev libfmt-dev clang-format libibverbs-dev \
+                python3 python3-matplotlib python3-pandas
 
 PRESET ?= dev
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build release test test-rxe rxe-tier calibrate bench format format-check clean
+.PHONY: deps build release test test-rxe rxe-tier calibrate bench format format-check clean \
+        figures runner-build
+
+# Every experiment spec is a target: make figure-10, make offload-qps, ...
+EXPERIMENTS := $(patsubst experiments/%.yaml,%,$(wildcard experiments/*.yaml))
+.PHONY: $(EXPERIMENTS)
 
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -52,6 +61,18 @@ rxe-tier: deps
 	cmake --build --preset release -j $(JOBS) --target dmbench
 	tests/rxe/vm-run.sh -s $(CURDIR)/build/$(PRESET)/rxe $(RXE_VM_ARGS) -- \
 	  $(CURDIR)/tests/rxe/guest-tier.sh $(CURDIR)/build/$(PRESET)
+
+# Only what the runner needs, optimised (the figures' wall time is the simulator's).
+runner-build: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS) --target dmbench dmb_micro
+
+$(EXPERIMENTS): runner-build
+	./build/release/cli/dmbench run experiments/$@.yaml --jobs $(JOBS) $(RUN_ARGS)
+	/usr/bin/python3 plots/$@.py --results results/$@
+	/usr/bin/python3 plots/results_readme.py --results results
+
+figures: $(EXPERIMENTS)
 
 calibrate: release
 	./build/release/cli/dmbench calibrate

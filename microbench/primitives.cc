@@ -1,6 +1,9 @@
 #include "microbench/primitives.h"
 
 #include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "fabric/histogram.h"
 #include "fabric/sim/sim_cluster.h"
@@ -133,7 +136,103 @@ double ChainedWrUs(const sim::Profile& p, uint64_t seed) {
   return PsToUs(wcs[kN - 1].timestamp_ps - wcs[0].timestamp_ps) / (kN - 1);
 }
 
+uint32_t NextRkey(uint32_t rkey) { return (rkey & ~0xffu) | ((rkey + 1) & 0xffu); }
+
+void CheckWc(const WorkCompletion& wc, const char* what) {
+  if (wc.status != WcStatus::kSuccess) {
+    throw std::runtime_error(std::string(what) +
+                             " failed: " + std::string(WcStatusName(wc.status)));
+  }
+}
+
 }  // namespace
+
+MrRegResult MeasureMrReg(const sim::Profile& p, uint64_t bytes, int regions, uint64_t seed,
+                         uint64_t page_bytes) {
+  if (bytes == 0 || regions < 1) throw std::invalid_argument("MeasureMrReg: empty region");
+  const uint64_t span = (bytes + page_bytes - 1) / page_bytes * page_bytes;
+  SimCluster cl(seed, p);
+  NodeConfig c;
+  c.name = "mn";
+  c.memory_bytes = span * static_cast<uint64_t>(regions) + (64ull << 20);
+  c.page_bytes = page_bytes;
+  Node* mn = cl.AddNode(c);
+  Pd* pd = mn->AllocPd();
+  std::vector<uint64_t> addrs;
+  for (int i = 0; i < regions; ++i) addrs.push_back(mn->memory().Alloc(bytes, page_bytes));
+  MrRegResult r;
+  cl.RunToCompletion([](SimCluster& cl, Node* n, Pd* pd, std::vector<uint64_t> addrs, uint64_t len,
+                        MrRegResult* r) -> Task<void> {
+    std::vector<Mr*> mrs;
+    for (const uint64_t a : addrs) {
+      const Ps t0 = cl.sim().now();
+      mrs.push_back(co_await n->RegMr(pd, a, len, kAll));
+      r->reg.Record(cl.sim().now() - t0);
+    }
+    for (Mr* mr : mrs) {
+      const Ps t0 = cl.sim().now();
+      co_await n->DeregMr(mr);
+      r->dereg.Record(cl.sim().now() - t0);
+    }
+  }(cl, mn, pd, addrs, bytes, &r));
+  return r;
+}
+
+MwBindResult MeasureMwBind(const sim::Profile& p, MwType type, uint64_t bytes, int windows,
+                           uint64_t seed) {
+  if (bytes == 0 || windows < 1) throw std::invalid_argument("MeasureMwBind: empty window");
+  SimCluster cl(seed, p);
+  Node* mn = AddNode(cl, "mn", (bytes + 4095) / 4096 * 4096 + (256ull << 20));
+  Buffer b = MakeBuffer(cl, mn, bytes);
+  Cq* cq = mn->CreateCq(64);
+  Qp* qp = MakeQp(mn, b.pd, cq);
+  cl.Connect(qp, qp);
+  std::vector<Mw*> mws;
+  for (int i = 0; i < windows; ++i) mws.push_back(mn->AllocMw(b.pd, type));
+  MwBindResult r;
+  cl.RunToCompletion([](SimCluster& cl, Qp* qp, Cq* cq, Buffer b, uint64_t len, MwType type,
+                        std::vector<Mw*> mws, MwBindResult* r) -> Task<void> {
+    constexpr uint32_t kAccess = kRemoteRead | kRemoteWrite;
+    auto post_bind = [&](Mw* mw) {
+      int rc;
+      if (type == MwType::kType1) {
+        rc = qp->BindMw(mw, 0, b.mr, b.addr, len, kAccess, NextRkey(mw->rkey()));
+      } else {
+        SendWr wr;
+        wr.opcode = Opcode::kBindMw;
+        wr.bind_mw_rkey = mw->rkey();
+        wr.bind_new_rkey = NextRkey(mw->rkey());
+        wr.bind_mr_lkey = b.mr->lkey();
+        wr.bind_addr = b.addr;
+        wr.bind_length = len;
+        wr.bind_access = kAccess;
+        rc = qp->PostSend(wr);
+      }
+      if (rc != 0) throw std::runtime_error("posting a bind failed");
+    };
+    for (Mw* mw : mws) {
+      const Ps t0 = cl.sim().now();
+      post_bind(mw);
+      CheckWc(co_await cq->Next(), "MW bind");
+      r->bind.Record(cl.sim().now() - t0);
+    }
+    for (Mw* mw : mws) {
+      const Ps t0 = cl.sim().now();
+      if (type == MwType::kType2) {
+        SendWr inv;
+        inv.opcode = Opcode::kLocalInv;
+        inv.invalidate_rkey = mw->rkey();
+        if (qp->PostSend(inv) != 0) throw std::runtime_error("posting LOCAL_INV failed");
+        CheckWc(co_await cq->Next(), "LOCAL_INV");
+        r->invalidate.Record(cl.sim().now() - t0);
+      }
+      post_bind(mw);
+      CheckWc(co_await cq->Next(), "MW rebind");
+      r->rebind.Record(cl.sim().now() - t0);
+    }
+  }(cl, qp, cq, b, bytes, type, mws, &r));
+  return r;
+}
 
 LoadResult RunLoad(const sim::Profile& profile, const LoadSpec& spec, uint64_t seed) {
   SimCluster cl(seed, profile);

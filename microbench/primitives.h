@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fabric/histogram.h"
 #include "fabric/sim/profile.h"
 #include "fabric/verbs.h"
 
@@ -48,5 +49,33 @@ struct LoadResult {
   double mops() const { return elapsed_ps ? ops / (PsToS(elapsed_ps) * 1e6) : 0; }
 };
 LoadResult RunLoad(const sim::Profile& profile, const LoadSpec& spec, uint64_t seed = 1);
+
+// Control-path primitives at any size, measured like the calibration ones
+// (fresh one-node cluster, virtual time, one operation at a time).
+//
+// MR registration: registers `regions` fresh, disjoint regions of `bytes` on
+// the node's CPU one after the other, then deregisters them.
+struct MrRegResult {
+  Histogram reg;    // one sample per registration
+  Histogram dereg;  // one sample per deregistration
+};
+// `page_bytes`: the OS pages backing the region (4 KB, or 2 MB hugepages as
+// Patronus and FineMem use); registration pins and maps per page.
+MrRegResult MeasureMrReg(const sim::Profile& profile, uint64_t bytes, int regions,
+                         uint64_t seed = 1, uint64_t page_bytes = 4096);
+
+// Memory-window binds over `bytes` of one MR, as the posting CPU sees them
+// (post -> completion observed), on a loopback QP: `windows` fresh windows are
+// bound once each (`bind`), then each is bound again (`rebind`): type 1 binds
+// the bound window anew (ibv_bind_mw, Qp::BindMw); type 2 posts LOCAL_INV,
+// waits for it, then a BIND_MW WR (`rebind` covers both, `invalidate` the
+// LOCAL_INV alone).
+struct MwBindResult {
+  Histogram bind;
+  Histogram rebind;
+  Histogram invalidate;  // type 2 only
+};
+MwBindResult MeasureMwBind(const sim::Profile& profile, fabric::MwType type, uint64_t bytes,
+                           int windows, uint64_t seed = 1);
 
 }  // namespace dmb::microbench

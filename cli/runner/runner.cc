@@ -31,17 +31,27 @@ using Clock = std::chrono::steady_clock;
 using Row = std::map<std::string, std::string>;
 
 // Metrics taken from the micro program's benchmark entry.
-const std::vector<std::string> kMetricCols = {
-    "lat_us_p50",       "lat_us_p99",         "lat_us_mean", "free_lat_us_p50",  "free_lat_us_p99",
-    "free_lat_us_mean", "rebind_lat_us_mean", "mops",        "mn_cpu_busy_frac", "count",
-    "failures",         "virtual_s"};
+const std::vector<std::string> kMetricCols = {"lat_us_p50",
+                                              "lat_us_p99",
+                                              "lat_us_mean",
+                                              "free_lat_us_p50",
+                                              "free_lat_us_p99",
+                                              "free_lat_us_mean",
+                                              "rebind_lat_us_mean",
+                                              "dereg_lat_us_mean",
+                                              "invalidate_lat_us_mean",
+                                              "mops",
+                                              "mn_cpu_busy_frac",
+                                              "count",
+                                              "failures",
+                                              "virtual_s"};
 
 // Defaults per op, filled into every point (so a point file says everything).
 const std::map<std::string, std::map<std::string, std::string>> kOpDefaults = {
     {"access", {{"io", "read"}, {"size", "4096"}, {"ops", "2000"}}},
     {"alloc", {{"ops", "200"}}},
     {"offload_read", {{"size", "4096"}, {"ops", "1000"}, {"offload_qps", "0"}}},
-    {"mr_reg", {{"size", "4096"}}},
+    {"mr_reg", {{"size", "4096"}, {"page", "4096"}}},
     {"mw_bind", {{"size", "4096"}, {"mw_type", "1"}}},
 };
 
@@ -53,14 +63,15 @@ const std::map<std::string, std::string> kFlagOf = {{"threads", "--threads"},
                                                     {"size", "--size"},
                                                     {"ops", "--ops"},
                                                     {"offload_qps", "--offload-qps"},
-                                                    {"mw_type", "--mw-type"}};
+                                                    {"mw_type", "--mw-type"},
+                                                    {"page", "--page"}};
 
 std::map<std::string, std::string> Params(const Point& p) {
   auto out = p.params;
   if (auto it = kOpDefaults.find(p.op); it != kOpDefaults.end()) {
     for (const auto& [k, v] : it->second) out.emplace(k, v);
   }
-  out.emplace("pool", std::to_string(1ull << 30));
+  if (p.op == "access" || p.op == "alloc") out.emplace("pool", std::to_string(1ull << 30));
   return out;
 }
 
@@ -70,7 +81,7 @@ std::vector<std::string> MicroCommand(const RunOptions& opt, const Point& p,
   if (!p.system.empty()) a.insert(a.end(), {"--system", p.system});
   for (const auto& [k, v] : p.knobs) a.insert(a.end(), {"--set", k + "=" + v});
   for (const auto& [k, v] : Params(p)) {
-    const bool size = k == "pool" || k == "size";
+    const bool size = k == "pool" || k == "size" || k == "page";
     a.insert(a.end(), {kFlagOf.at(k), size ? systems::FormatSize(std::stoull(v)) : v});
   }
   a.insert(a.end(), {"--seed", std::to_string(p.seed), "--benchmark_format=json",
@@ -191,6 +202,7 @@ Row RowOf(const Spec& spec, const Point& p, const fs::path& path) {
   r["size_bytes"] = get("size");
   r["offload_qps"] = get("offload_qps");
   r["mw_type"] = get("mw_type");
+  r["page_bytes"] = get("page");
   std::string knobs;
   for (const auto& [k, v] : p.knobs) knobs += (knobs.empty() ? "" : ";") + k + "=" + v;
   r["knobs"] = knobs;
@@ -243,12 +255,12 @@ std::string CompareCsv(const Spec& spec, const std::vector<Row>& rows) {
       auto it = pv.match.find(k);
       return it == pv.match.end() ? std::string() : it->second;
     };
+    // Every other match key, joined by ';' (the plots match on all of them).
     std::string param, param_value;
-    for (const char* k : {"offload_qps", "size_bytes", "mw_type", "io", "cns"}) {
-      if (!get(k).empty() && param.empty()) {
-        param = k;
-        param_value = get(k);
-      }
+    for (const char* k : {"offload_qps", "size_bytes", "mw_type", "page_bytes", "io", "cns"}) {
+      if (get(k).empty()) continue;
+      param += (param.empty() ? "" : ";") + std::string(k);
+      param_value += (param_value.empty() ? "" : ";") + get(k);
     }
     bool ok = false;
     double ours = Mean(Matching(rows, pv.match), pv.metric, &ok);
@@ -336,9 +348,9 @@ pid_t Spawn(const std::vector<std::string>& args, const fs::path& log) {
 
 const std::vector<std::string>& CsvColumns() {
   static const std::vector<std::string> c = [] {
-    std::vector<std::string> v = {"figure",      "system",  "variant",  "op",   "io",
-                                  "threads",     "cns",     "mn_cores", "seed", "size_bytes",
-                                  "offload_qps", "mw_type", "knobs"};
+    std::vector<std::string> v = {"figure",      "system",  "variant",    "op",   "io",
+                                  "threads",     "cns",     "mn_cores",   "seed", "size_bytes",
+                                  "offload_qps", "mw_type", "page_bytes", "knobs"};
     v.insert(v.end(), kMetricCols.begin(), kMetricCols.end());
     return v;
   }();

@@ -22,11 +22,34 @@ const std::vector<std::string> kSystemKeys = {"system", "variant", "knobs"};
 const std::vector<std::string> kPaperKeys = {"label",       "where", "match",    "metric",
                                              "relative_to", "value", "tolerance"};
 const std::vector<std::string> kClusterKeys = {"cns", "mn_cores", "pool"};
-const std::vector<std::string> kMetrics = {
-    "lat_us_p50",       "lat_us_p99",         "lat_us_mean", "free_lat_us_p50", "free_lat_us_p99",
-    "free_lat_us_mean", "rebind_lat_us_mean", "mops",        "mn_cpu_busy_frac"};
-const std::vector<std::string> kMatchKeys = {
-    "system", "variant", "op", "io", "threads", "size_bytes", "offload_qps", "mw_type", "cns"};
+const std::vector<std::string> kMetrics = {"lat_us_p50",
+                                           "lat_us_p99",
+                                           "lat_us_mean",
+                                           "free_lat_us_p50",
+                                           "free_lat_us_p99",
+                                           "free_lat_us_mean",
+                                           "rebind_lat_us_mean",
+                                           "dereg_lat_us_mean",
+                                           "invalidate_lat_us_mean",
+                                           "mops",
+                                           "mn_cpu_busy_frac"};
+const std::vector<std::string> kMatchKeys = {"system",     "variant",    "op",          "io",
+                                             "threads",    "size_bytes", "offload_qps", "mw_type",
+                                             "page_bytes", "cns"};
+
+// The parameters each op takes (the micro program refuses the others).
+const std::map<std::string, std::vector<std::string>> kOpParams = {
+    {"access", {"threads", "cns", "mn_cores", "pool", "io", "size", "ops"}},
+    {"alloc", {"threads", "cns", "mn_cores", "pool", "ops"}},
+    {"offload_read", {"io", "size", "ops", "offload_qps"}},
+    {"mr_reg", {"size", "ops", "page"}},
+    {"mw_bind", {"size", "ops", "mw_type"}},
+};
+
+bool Takes(const std::string& op, const std::string& key) {
+  const auto& v = kOpParams.at(op);
+  return std::find(v.begin(), v.end(), key) != v.end();
+}
 
 std::string Join(const std::vector<std::string>& v) {
   std::string s;
@@ -96,6 +119,13 @@ std::string CheckParam(const std::string& key, const std::string& v, const std::
     if (v != "1" && v != "2") Fail(where, "expected 1 or 2, got \"" + v + "\"");
     return v;
   }
+  if (key == "page") {
+    const auto b = systems::ParseSize(v);
+    if (!b || (*b != 4096 && *b != (2u << 20))) {
+      Fail(where, "expected 4KB or 2MB (the OS page size), got \"" + v + "\"");
+    }
+    return std::to_string(*b);
+  }
   if (key == "io") {
     if (v != "read" && v != "write") Fail(where, "expected read or write, got \"" + v + "\"");
     return v;
@@ -158,6 +188,10 @@ Run ParseRun(const YAML::Node& n, const std::string& where) {
   }
   for (const auto& [k, v] : ScalarMap(n["params"], where + ".params", &KnownParams())) {
     r.params[k] = CheckParam(k, v, where + ".params." + k);
+    if (!Takes(r.op, k)) {
+      Fail(where + ".params." + k,
+           "op " + r.op + " does not take it; it takes: " + Join(kOpParams.at(r.op)));
+    }
   }
   if (const YAML::Node g = n["grid"]) {
     if (!g.IsMap()) Fail(where + ".grid", "expected a map of lists, got " + Describe(g));
@@ -166,6 +200,9 @@ Run ParseRun(const YAML::Node& n, const std::string& where) {
       const std::string w = where + ".grid." + k;
       if (std::find(KnownParams().begin(), KnownParams().end(), k) == KnownParams().end()) {
         Fail(w, "unknown parameter; known parameters: " + Join(KnownParams()));
+      }
+      if (!Takes(r.op, k)) {
+        Fail(w, "op " + r.op + " does not take it; it takes: " + Join(kOpParams.at(r.op)));
       }
       if (!kv.second.IsSequence() || kv.second.size() == 0) {
         Fail(w, "expected a non-empty list like [1, 24], got " + Describe(kv.second));
@@ -231,8 +268,8 @@ const std::vector<std::string>& KnownOps() {
 }
 
 const std::vector<std::string>& KnownParams() {
-  static const std::vector<std::string> k = {"threads", "cns", "mn_cores",    "pool",   "io",
-                                             "size",    "ops", "offload_qps", "mw_type"};
+  static const std::vector<std::string> k = {"threads", "cns", "mn_cores",    "pool",    "io",
+                                             "size",    "ops", "offload_qps", "mw_type", "page"};
   return k;
 }
 
@@ -334,8 +371,11 @@ std::vector<Point> Expand(const Spec& spec) {
           p.variant = se.variant;
           p.knobs = se.knobs;
           p.seed = seed;
-          p.params = {{"threads", "1"}, {"cns", "1"}, {"mn_cores", "1"}};
-          for (const auto& [k, v] : spec.cluster) p.params[k] = v;
+          if (Takes(p.op, "threads"))
+            p.params = {{"threads", "1"}, {"cns", "1"}, {"mn_cores", "1"}};
+          for (const auto& [k, v] : spec.cluster) {
+            if (Takes(p.op, k)) p.params[k] = v;  // cluster shape: where the op has one
+          }
           for (const auto& [k, v] : r.params) p.params[k] = v;
           for (const auto& [k, v] : combo) p.params[k] = v;
           p.id = p.op;

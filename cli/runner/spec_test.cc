@@ -116,6 +116,17 @@ TEST(Spec, UnknownKeysOpsAndMetricsAreNamed) {
             "runs[1].systems: op offload_read measures a primitive and takes no systems");
 }
 
+TEST(Spec, AParameterTheOpDoesNotTakeIsNamed) {
+  EXPECT_EQ(ErrorOf(Replace(kGood, "grid: {offload_qps: [0, 96]}",
+                            "grid: {offload_qps: [0, 96], threads: [1, 2]}")),
+            "runs[1].grid.threads: op offload_read does not take it; it takes: io, size, ops, "
+            "offload_qps");
+  // The cluster shape applies only where an op has one.
+  const auto points = Expand(ParseSpec(kGood));
+  EXPECT_EQ(points.back().params.count("cns"), 0u);
+  EXPECT_EQ(points.back().params.count("pool"), 0u);
+}
+
 TEST(Spec, TwoRunsProducingTheSamePointAreRefused) {
   const std::string dup = Replace(kGood, "  - op: offload_read\n    grid: {offload_qps: [0, 96]}",
                                   "  - op: access\n    grid: {threads: [24]}\n    systems: "

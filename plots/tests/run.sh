@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# Tests the plot scripts on synthetic results (plots/tests/make_fixtures.py) in a
+# temporary directory, never in results/. Usable as a ctest:
+#   bash plots/tests/run.sh            (from the repository root or anywhere)
+# Needs Debian's python3-matplotlib and python3-pandas. Exit status 0 = all passed.
+# KEEP=1 keeps the temporary directory and prints its path.
+set -u
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+plots="$(dirname "$here")"
+py=/usr/bin/python3
+[ -x "$py" ] || py="$(command -v python3)"
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/dmb-plots-test.XXXXXX")"
+if [ "${KEEP:-0}" = 1 ]; then
+  echo "keeping $tmp"
+else
+  trap 'rm -rf "$tmp"' EXIT
+fi
+export MPLCONFIGDIR="$tmp/mplconfig" PYTHONDONTWRITEBYTECODE=1 MPLBACKEND=Agg
+
+fails=0
+pass() { echo "ok   $*"; }
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+# run NAME CMD...: the command must exit 0
+run() {
+  local name=$1; shift
+  if "$@" >"$tmp/out.log" 2>"$tmp/err.log"; then
+    pass "$name"
+  else
+    fail "$name (exit $?)"; sed 's/^/     | /' "$tmp/err.log" | tail -20
+  fi
+}
+
+# nonempty FILE...: every file exists and is not empty
+nonempty() {
+  local f
+  for f in "$@"; do
+    if [ -s "$f" ]; then pass "non-empty ${f#"$tmp"/}"; else fail "missing or empty: ${f#"$tmp"/}"; fi
+  done
+}
+
+# expect_error NAME PATTERN CMD...: the command exits non-zero and says PATTERN on stderr
+expect_error() {
+  local name=$1 pattern=$2; shift 2
+  if "$@" >"$tmp/out.log" 2>"$tmp/err.log"; then
+    fail "$name: exited 0, expected an error"
+  elif grep -qF -- "$pattern" "$tmp/err.log"; then
+    pass "$name"
+  else
+    fail "$name: stderr lacks '$pattern'"; sed 's/^/     | /' "$tmp/err.log" | tail -5
+  fi
+  if grep -q "Traceback" "$tmp/err.log"; then fail "$name: a Python traceback"; fi
+}
+
+python_deps_ok() {
+  "$py" -c 'import matplotlib, pandas' 2>/dev/null
+}
+if ! python_deps_ok; then
+  echo "FAIL python3-matplotlib / python3-pandas missing: apt-get install -y python3-matplotlib python3-pandas"
+  exit 1
+fi
+
+res="$tmp/results"
+run "make_fixtures.py" "$py" "$here/make_fixtures.py" "$res"
+
+# --help of every script
+for s in figure-10.py offload-qps.py primitives.py results_readme.py; do
+  run "$s --help" "$py" "$plots/$s" --help
+  grep -q -- "--results" "$tmp/out.log" || fail "$s --help does not mention --results"
+done
+
+# Every figure from the fixtures, into its results directory (the default --out).
+run "figure-10.py" "$py" "$plots/figure-10.py" --results "$res/figure-10"
+run "offload-qps.py" "$py" "$plots/offload-qps.py" --results "$res/offload-qps"
+run "primitives.py" "$py" "$plots/primitives.py" --results "$res/primitives"
+for n in figure-10 offload-qps primitives; do
+  nonempty "$res/$n/$n.png" "$res/$n/$n.pdf"
+  if [ -s "$res/$n/$n.png" ] && [ "$(head -c 8 "$res/$n/$n.png" | od -An -tx1 | tr -d ' \n')" != 89504e470d0a1a0a ]; then
+    fail "$n.png is not a PNG"
+  fi
+  if [ -s "$res/$n/$n.pdf" ] && [ "$(head -c 5 "$res/$n/$n.pdf")" != "%PDF-" ]; then
+    fail "$n.pdf is not a PDF"
+  fi
+done
+
+# --out elsewhere; the same figure twice gives the same bytes (no timestamps).
+run "figure-10.py --out" "$py" "$plots/figure-10.py" --results "$res/figure-10" --out "$tmp/out"
+nonempty "$tmp/out/figure-10.png" "$tmp/out/figure-10.pdf"
+if cmp -s "$tmp/out/figure-10.pdf" "$res/figure-10/figure-10.pdf" &&
+   cmp -s "$tmp/out/figure-10.png" "$res/figure-10/figure-10.png"; then
+  pass "figures are byte-for-byte reproducible"
+else
+  fail "figure-10 differs between two runs on the same input"
+fi
+
+# README from every compare.csv and meta.json.
+run "results_readme.py" "$py" "$plots/results_readme.py" --results "$res"
+nonempty "$res/README.md"
+for want in "make figures" "## figure-10" "## offload-qps" "## primitives" \
+            "6 hit, 2 miss, 1 no data" "2 hit, 0 miss" "Overall: 14 hit, 4 miss, 2 no data." "(figure-10/figure-10.png)" \
+            "| 0.99 | hit |" "**miss**" "no data"; do
+  grep -qF -- "$want" "$res/README.md" || fail "README.md lacks '$want'"
+done
+cp "$res/README.md" "$tmp/README.first"
+run "results_readme.py again" "$py" "$plots/results_readme.py" --results "$res"
+cmp -s "$res/README.md" "$tmp/README.first" && pass "README.md is deterministic" ||
+  fail "README.md differs between two runs"
+
+# Degraded inputs: no compare.csv / meta.json, optional columns gone, an empty
+# panel. Every script must still draw (warnings only).
+deg="$tmp/degraded"
+mkdir -p "$deg/figure-10" "$deg/offload-qps" "$deg/primitives"
+cp "$res/figure-10/figure-10.csv" "$deg/figure-10/"
+"$py" - "$res" "$deg" <<'EOF'
+import csv, sys
+res, deg = sys.argv[1], sys.argv[2]
+def rewrite(src, dst, drop=(), keep=lambda r: True):
+    with open(src, newline="") as f:
+        rows = list(csv.DictReader(f))
+    cols = [c for c in rows[0] if c not in drop]
+    with open(dst, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(r for r in rows if keep(r))
+# figure-10: only alloc rows, and no p99/io/knobs/free columns
+rewrite(f"{res}/figure-10/figure-10.csv", f"{deg}/figure-10/figure-10.csv",
+        drop=("lat_us_p99", "io", "knobs", "free_lat_us_mean", "variant"),
+        keep=lambda r: r["op"] == "alloc")
+# offload-qps: one size, no p99, no seed column
+rewrite(f"{res}/offload-qps/offload-qps.csv", f"{deg}/offload-qps/offload-qps.csv",
+        drop=("lat_us_p99", "seed", "threads"), keep=lambda r: r["size_bytes"] == "4096")
+# primitives: mr_reg only, no free_lat columns
+rewrite(f"{res}/primitives/primitives.csv", f"{deg}/primitives/primitives.csv",
+        drop=("free_lat_us_mean", "free_lat_us_p99", "lat_us_p99"),
+        keep=lambda r: r["op"] == "mr_reg")
+EOF
+cp "$res/offload-qps/compare.csv" "$deg/offload-qps/"   # compare but no meta.json
+printf 'figure,label\n' >"$deg/primitives/compare.csv"  # a compare.csv with no rows
+for n in figure-10 offload-qps primitives; do
+  run "$n.py on degraded input" "$py" "$plots/$n.py" --results "$deg/$n"
+  grep -q "warning" "$tmp/err.log" || fail "$n.py: no warning on degraded input"
+  grep -q "Traceback" "$tmp/err.log" && fail "$n.py: a Python traceback on degraded input"
+  nonempty "$deg/$n/$n.png" "$deg/$n/$n.pdf"
+done
+mkdir -p "$deg/empty-experiment"                        # ignored by the README
+run "results_readme.py on degraded input" "$py" "$plots/results_readme.py" --results "$deg"
+nonempty "$deg/README.md"
+grep -qF "No compare.csv" "$deg/README.md" || fail "README.md: missing compare.csv not reported"
+grep -qF "meta.json: missing" "$deg/README.md" || fail "README.md: missing meta.json not reported"
+
+# Errors: clear message, non-zero exit, no traceback.
+expect_error "figure-10.py, no CSV" \
+  "figure-10.csv not found: run \`make figure-10\` first" \
+  "$py" "$plots/figure-10.py" --results "$tmp/nowhere/figure-10"
+expect_error "offload-qps.py, no CSV" \
+  "offload-qps.csv not found: run \`make offload-qps\` first" \
+  "$py" "$plots/offload-qps.py" --results "$tmp/nowhere/offload-qps"
+expect_error "primitives.py, no CSV" \
+  "primitives.csv not found: run \`make primitives\` first" \
+  "$py" "$plots/primitives.py" --results "$tmp/nowhere/primitives"
+expect_error "results_readme.py, no results" "not found" \
+  "$py" "$plots/results_readme.py" --results "$tmp/nowhere"
+mkdir -p "$tmp/bad/figure-10"
+printf 'figure,system,op\n' >"$tmp/bad/figure-10/figure-10.csv"
+expect_error "figure-10.py, no lat_us_mean column" "missing column(s) lat_us_mean" \
+  "$py" "$plots/figure-10.py" --results "$tmp/bad/figure-10"
+printf 'figure,system,op,lat_us_mean\n' >"$tmp/bad/figure-10/figure-10.csv"
+expect_error "figure-10.py, header only" "has no rows" \
+  "$py" "$plots/figure-10.py" --results "$tmp/bad/figure-10"
+mkdir -p "$tmp/bad/offload-qps"
+printf 'op,lat_us_mean\naccess,3\n' >"$tmp/bad/offload-qps/offload-qps.csv"
+expect_error "offload-qps.py, no offload_read rows" "no offload_read rows" \
+  "$py" "$plots/offload-qps.py" --results "$tmp/bad/offload-qps"
+expect_error "figure-10.py, bad option" "usage" \
+  "$py" "$plots/figure-10.py" --no-such-option
+
+# style.py: stable keys, labels, colours, fallbacks.
+run "style.py contract" "$py" - <<EOF
+import sys
+sys.path.insert(0, "$plots")
+import style as S
+k = S.series_key("onesided_mw", "sep")
+assert k == "onesided_mw/sep", k
+assert S.series_key("static_mr", "") == "static_mr"
+assert S.series_key("static_mr", float("nan")) == "static_mr"
+want = {("static_mr", ""): "Static-MR", ("fine_mr", ""): "Fine-MR",
+        ("fine_mr", "1MB"): "Fine-MR(1 MB)", ("rpc_mw", "type1"): "RPC-MW(type-1)",
+        ("rpc_mw", "type-2"): "RPC-MW(type-2)", ("finemem", ""): "FineMem",
+        ("odrp", ""): "ODRP", ("onesided_mw", "nosep"): "OneSidedMW",
+        ("onesided_mw", "sep"): "OneSidedMW(+Sep)"}
+for (s, v), lab in want.items():
+    assert S.label(S.series_key(s, v)) == lab, (s, v, S.label(S.series_key(s, v)))
+keys = [S.series_key(s, v) for s, v in want]
+assert len({S.color(k) for k in keys if k != "rpc_mw/type-2"}) >= 8, "colours not distinct"
+assert S.color("rpc_mw/type2") == S.color("rpc_mw/type-2") == S.color("rpc_mw/TYPE_2")
+for k in ("newsys", "newsys/v1", "odrp/weird"):
+    assert S.color(k) == S.color(k) and S.marker(k) == S.marker(k) and S.label(k)
+assert S.color("odrp/weird") != S.color("odrp")
+assert S.sort_keys(["onesided_mw/sep", "zzz", "static_mr", "onesided_mw/nosep",
+                    "rpc_mw/type2", "rpc_mw/type1"]) == \
+    ["static_mr", "rpc_mw/type1", "rpc_mw/type2", "onesided_mw/nosep", "onesided_mw/sep", "zzz"]
+EOF
+
+if [ "$fails" -ne 0 ]; then
+  echo "$fails check(s) failed"
+  exit 1
+fi
+echo "all plot checks passed"
