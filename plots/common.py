@@ -23,8 +23,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Columns that identify a point (all but `seed`), and the metrics.
 KEY_COLS = ["figure", "system", "variant", "op", "io", "threads", "cns", "mn_cores",
-            "size_bytes", "offload_qps", "mw_type", "knobs"]
-NUMERIC_KEYS = ["threads", "cns", "mn_cores", "seed", "size_bytes", "offload_qps", "mw_type"]
+            "size_bytes", "offload_qps", "mw_type", "page_bytes", "knobs"]
+NUMERIC_KEYS = ["threads", "cns", "mn_cores", "seed", "size_bytes", "offload_qps", "mw_type",
+                "page_bytes"]
 METRICS = ["lat_us_p50", "lat_us_p99", "lat_us_mean", "free_lat_us_p50", "free_lat_us_p99",
            "free_lat_us_mean", "rebind_lat_us_mean", "mops", "mn_cpu_busy_frac", "count",
            "failures", "virtual_s",
@@ -302,15 +303,15 @@ def _base_value(agg, target, rel, metric):
     """Our value of metric at the point target with rel's keys changed."""
     want = {c: target[c] for c in ["system", "variant", "op", "io", "threads", "cns",
                                    "mn_cores", "size_bytes", "offload_qps", "mw_type",
-                                   "knobs"]}
+                                   "page_bytes", "knobs"] if c in target}
     if "system" in rel:
         # another approach: its own variant (unless named) and knobs
         if "variant" not in rel:
-            want.pop("variant")
-        want.pop("knobs")
-        want.pop("mw_type")
+            want.pop("variant", None)
+        want.pop("knobs", None)
+        want.pop("mw_type", None)
     if "variant" in rel:
-        want.pop("knobs")
+        want.pop("knobs", None)
     for k, v in rel.items():
         if k == "size":
             k = "size_bytes"

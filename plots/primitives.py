@@ -33,7 +33,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullFormatter  # noqa: E402
 
 NAME = "primitives"
-SERIES_DIMS = ["system", "variant", "threads", "cns", "mn_cores", "knobs", "io"]
+SERIES_DIMS = ["system", "variant", "threads", "cns", "mn_cores", "knobs", "io", "page_bytes"]
 # (b): operation -> (mean metric, p99 metric or None). The invalidation (type-2
 # LOCAL_INV, Patronus' unbind) is invalidate_lat_us_mean when the CSV has it,
 # else free_lat_us_mean.
@@ -85,6 +85,8 @@ def suffix(vals, dims):
             parts.append(f"{v} thread" + ("" if v == "1" else "s"))
         elif d in ("system", "variant"):
             parts.append(v or "-")
+        elif d == "page_bytes":
+            parts.append(C.fmt_size(C.to_float(v)) + " pages" if v else "? pages")
         else:
             parts.append(f"{d}={v or '?'}")
     return (" (" + ", ".join(parts) + ")") if parts else ""
@@ -125,13 +127,14 @@ def panel_mr(ax, mr, mw, compare):
     if mr.empty:
         C.warn(f"{NAME}: no mr_reg rows; panel (a) has no MR registration curve")
     seeds = 1
-    for k, g in split(mr, C.varying(mr, SERIES_DIMS)) if not mr.empty else []:
+    for i, (k, g) in enumerate(split(mr, C.varying(mr, SERIES_DIMS)) if not mr.empty else []):
         g = g.assign(x=g["size_bytes"].map(C.to_float)).dropna(subset=["x"]).sort_values("x")
         if g.empty or g["lat_us_mean"].isna().all():
             C.warn(f"{NAME}: an mr_reg series has no size_bytes or lat_us_mean; left out")
             continue
         sfx = suffix(k, C.varying(mr, SERIES_DIMS))
-        col, mk = S.color("mr"), S.marker("mr")
+        series = "mr" if i == 0 else f"mr/{i}"
+        col, mk = S.color(series), S.marker(series)
         ax.plot(g["x"], g["lat_us_mean"], color=col, marker=mk, zorder=4)
         handles.append(Line2D([], [], color=col, marker=mk, label="MR register, mean" + sfx))
         seeds = max(seeds, int(g["n_seeds"].max()))
