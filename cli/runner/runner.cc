@@ -30,21 +30,16 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using Row = std::map<std::string, std::string>;
 
-// Metrics taken from the micro program's benchmark entry.
-const std::vector<std::string> kMetricCols = {"lat_us_p50",
-                                              "lat_us_p99",
-                                              "lat_us_mean",
-                                              "free_lat_us_p50",
-                                              "free_lat_us_p99",
-                                              "free_lat_us_mean",
-                                              "rebind_lat_us_mean",
-                                              "dereg_lat_us_mean",
-                                              "invalidate_lat_us_mean",
-                                              "mops",
-                                              "mn_cpu_busy_frac",
-                                              "count",
-                                              "failures",
-                                              "virtual_s"};
+// Metrics taken from the micro program's benchmark entry, then the counts and
+// the virtual time of the measured phase.
+const std::vector<std::string>& MetricCols() {
+  static const std::vector<std::string> c = [] {
+    std::vector<std::string> v = KnownMetrics();
+    v.insert(v.end(), {"count", "failures", "virtual_s"});
+    return v;
+  }();
+  return c;
+}
 
 // Defaults per op, filled into every point (so a point file says everything).
 const std::map<std::string, std::map<std::string, std::string>> kOpDefaults = {
@@ -144,7 +139,7 @@ std::map<std::string, double> ParseMicroJson(const fs::path& p) {
     throw std::runtime_error(p.string() + ": expected exactly one benchmark entry");
   }
   std::map<std::string, double> m;
-  for (const std::string& k : kMetricCols) {
+  for (const std::string& k : MetricCols()) {
     if (b[0][k]) m[k] = b[0][k].as<double>();
   }
   const double t = b[0]["real_time"].as<double>();
@@ -351,7 +346,7 @@ const std::vector<std::string>& CsvColumns() {
     std::vector<std::string> v = {"figure",      "system",  "variant",    "op",   "io",
                                   "threads",     "cns",     "mn_cores",   "seed", "size_bytes",
                                   "offload_qps", "mw_type", "page_bytes", "knobs"};
-    v.insert(v.end(), kMetricCols.begin(), kMetricCols.end());
+    v.insert(v.end(), MetricCols().begin(), MetricCols().end());
     return v;
   }();
   return c;

@@ -108,7 +108,7 @@ TEST_F(RunnerTest, RunsEveryPointOnceAndWritesCsvCompareAndMeta) {
   EXPECT_TRUE(fs::exists(Out() / "points" / "alloc-rpc_mw-type2-threads_24-seed1.json"));
   const std::string csv = Read(Out() / "fake-fig.csv");
   EXPECT_EQ(csv.rfind("figure,system,variant,op,io,threads,cns,mn_cores,seed,size_bytes,", 0), 0u);
-  EXPECT_NE(csv.find("fake-fig,rpc_mw,type2,alloc,,24,1,1,1,,,,mw_type=2,49,49,49,"),
+  EXPECT_NE(csv.find("fake-fig,rpc_mw,type2,alloc,,24,1,1,1,,,,,mw_type=2,49,49,49,"),
             std::string::npos)
       << csv;
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);  // header + 6 points

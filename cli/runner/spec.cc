@@ -22,17 +22,6 @@ const std::vector<std::string> kSystemKeys = {"system", "variant", "knobs"};
 const std::vector<std::string> kPaperKeys = {"label",       "where", "match",    "metric",
                                              "relative_to", "value", "tolerance"};
 const std::vector<std::string> kClusterKeys = {"cns", "mn_cores", "pool"};
-const std::vector<std::string> kMetrics = {"lat_us_p50",
-                                           "lat_us_p99",
-                                           "lat_us_mean",
-                                           "free_lat_us_p50",
-                                           "free_lat_us_p99",
-                                           "free_lat_us_mean",
-                                           "rebind_lat_us_mean",
-                                           "dereg_lat_us_mean",
-                                           "invalidate_lat_us_mean",
-                                           "mops",
-                                           "mn_cpu_busy_frac"};
 const std::vector<std::string> kMatchKeys = {"system",     "variant",    "op",          "io",
                                              "threads",    "size_bytes", "offload_qps", "mw_type",
                                              "page_bytes", "cns"};
@@ -238,8 +227,8 @@ PaperValue ParsePaper(const YAML::Node& n, const std::string& where) {
   p.label = Required(n, "label", where);
   p.where = Required(n, "where", where);
   p.metric = Required(n, "metric", where);
-  if (std::find(kMetrics.begin(), kMetrics.end(), p.metric) == kMetrics.end()) {
-    Fail(where + ".metric", "unknown metric \"" + p.metric + "\"; known: " + Join(kMetrics));
+  if (std::find(KnownMetrics().begin(), KnownMetrics().end(), p.metric) == KnownMetrics().end()) {
+    Fail(where + ".metric", "unknown metric \"" + p.metric + "\"; known: " + Join(KnownMetrics()));
   }
   if (!n["value"]) Fail(where + ".value", "missing (required)");
   p.value = Number(n["value"], where + ".value");
@@ -264,6 +253,21 @@ std::string Safe(const std::string& s) {
 const std::vector<std::string>& KnownOps() {
   static const std::vector<std::string> k = {"access", "alloc", "offload_read", "mr_reg",
                                              "mw_bind"};
+  return k;
+}
+
+const std::vector<std::string>& KnownMetrics() {
+  static const std::vector<std::string> k = {"lat_us_p50",
+                                             "lat_us_p99",
+                                             "lat_us_mean",
+                                             "free_lat_us_p50",
+                                             "free_lat_us_p99",
+                                             "free_lat_us_mean",
+                                             "rebind_lat_us_mean",
+                                             "dereg_lat_us_mean",
+                                             "invalidate_lat_us_mean",
+                                             "mops",
+                                             "mn_cpu_busy_frac"};
   return k;
 }
 

@@ -98,6 +98,8 @@ std::vector<Point> Expand(const Spec& spec);
 // The ops and parameter keys a spec may use (for errors and --help).
 const std::vector<std::string>& KnownOps();
 const std::vector<std::string>& KnownParams();
+// Metrics the micro program reports (and a paper value may name).
+const std::vector<std::string>& KnownMetrics();
 
 uint64_t Fnv1a(const std::string& bytes);
 

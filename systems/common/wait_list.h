@@ -6,6 +6,8 @@
 #include <coroutine>
 #include <vector>
 
+#include "fabric/task.h"
+
 namespace dmb::systems {
 
 class WaitList {
@@ -25,6 +27,24 @@ class WaitList {
 
  private:
   std::vector<std::coroutine_handle<>> waiters_;
+};
+
+// A coroutine mutex (one node, cooperative scheduling): e.g. an MN CPU control
+// path that serves one repair at a time.
+class CoMutex {
+ public:
+  Task<void> Lock() {
+    while (locked_) co_await waiters_.Wait();
+    locked_ = true;
+  }
+  void Unlock() {
+    locked_ = false;
+    waiters_.NotifyAll();
+  }
+
+ private:
+  bool locked_ = false;
+  WaitList waiters_;
 };
 
 }  // namespace dmb::systems

@@ -80,23 +80,6 @@ namespace dmb::systems::odrp {
 
 inline constexpr uint32_t kChainSlots = 4;  // pre-posted instances per chain
 
-// A coroutine mutex: the MN CPU's control path runs one request at a time.
-class CoMutex {
- public:
-  Task<void> Lock() {
-    while (locked_) co_await waiters_.Wait();
-    locked_ = true;
-  }
-  void Unlock() {
-    locked_ = false;
-    waiters_.NotifyAll();
-  }
-
- private:
-  bool locked_ = false;
-  WaitList waiters_;
-};
-
 // What the MN found when it rebuilt a chain.
 struct ChainReport {
   Chain* chain = nullptr;        // the fresh chain, armed, connected to the new CN QP

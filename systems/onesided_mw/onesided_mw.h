@@ -61,23 +61,6 @@
 
 namespace dmb::systems::onesided_mw {
 
-// A coroutine mutex (one node, cooperative scheduling).
-class CoMutex {
- public:
-  Task<void> Lock() {
-    while (locked_) co_await waiters_.Wait();
-    locked_ = true;
-  }
-  void Unlock() {
-    locked_ = false;
-    waiters_.NotifyAll();
-  }
-
- private:
-  bool locked_ = false;
-  WaitList waiters_;
-};
-
 // What the MN tells a CN through its notice word.
 inline constexpr uint64_t kNoticeOk = 0;
 inline constexpr uint64_t kNoticeEmpty = 1;
