@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -300,7 +299,13 @@ Spec ParseSpec(const std::string& text, const std::string& path) {
   s.path = path;
   s.hash = Fnv1a(text);
   s.name = Required(root, "name", "spec");
-  if (!std::regex_match(s.name, std::regex("[a-z0-9][a-z0-9_-]*"))) {
+  // Lowercase letters, digits, '-' and '_' (it names results/<name>/).
+  const bool name_ok =
+      !s.name.empty() && s.name[0] != '-' && s.name[0] != '_' &&
+      std::all_of(s.name.begin(), s.name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+      });
+  if (!name_ok) {
     Fail("name", "expected lowercase letters, digits, - and _ (it names results/<name>/), got \"" +
                      s.name + "\"");
   }
