@@ -36,7 +36,8 @@ using fabric::MwType;
 using fabric::Opcode;
 using fabric::WcStatus;
 
-constexpr uint32_t kDataAccess = fabric::kRemoteRead | fabric::kRemoteWrite;
+// Data windows allow RDMA atomics too: apps commit with CAS (RACE hashing).
+constexpr uint32_t kDataAccess = fabric::kRemoteRead | fabric::kRemoteWrite | fabric::kRemoteAtomic;
 constexpr uint32_t kLeaseAccess = fabric::kRemoteRead | fabric::kRemoteAtomic;
 constexpr uint64_t kLeaseSlotBytes = 32;  // Patronus lease header; expiry in the last 8 B
 constexpr uint64_t kUnbindBatch = 32;
