@@ -1,0 +1,148 @@
+#include "apps/kvstore/slab_alloc.h"
+
+#include <algorithm>
+#include <string>
+
+#include "systems/knobs.h"
+
+namespace dmb::apps::kv {
+
+using systems::Code;
+using systems::Status;
+
+std::vector<uint32_t> SlabAllocator::DefaultClasses(uint64_t granularity) {
+  std::vector<uint32_t> out;
+  for (uint64_t c = 64; c <= std::min<uint64_t>(32768, granularity); c *= 2) {
+    out.push_back(static_cast<uint32_t>(c));
+  }
+  return out;
+}
+
+Status SlabAllocator::CheckClasses(const std::vector<uint32_t>& classes, uint64_t granularity) {
+  if (classes.empty()) return Status(Code::kInvalidArgument, "no size classes");
+  for (size_t i = 0; i < classes.size(); ++i) {
+    if (classes[i] < 8 || (i > 0 && classes[i] <= classes[i - 1])) {
+      return Status(Code::kInvalidArgument,
+                    "size classes must be ascending and at least 8 B; class " + std::to_string(i) +
+                        " is " + std::to_string(classes[i]) + " B");
+    }
+    if (classes[i] > granularity) {
+      return Status(Code::kUnsupported, "size class " + systems::FormatSize(classes[i]) +
+                                            " is larger than the approach's chunk (" +
+                                            systems::FormatSize(granularity) +
+                                            "): a block cannot span chunks");
+    }
+  }
+  return Status::Ok();
+}
+
+SlabAllocator::SlabAllocator(systems::CnSide& cn, systems::AccessGroup& group,
+                             std::vector<uint32_t> classes)
+    : cn_(cn), group_(group), classes_(std::move(classes)), with_free_(classes_.size()) {
+  stats_.granularity_bytes = cn.caps().granularity_bytes;
+}
+
+int SlabAllocator::ClassFor(uint64_t bytes) const {
+  for (size_t i = 0; i < classes_.size(); ++i) {
+    if (bytes <= classes_[i]) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+Task<systems::Result<Block>> SlabAllocator::Alloc(uint64_t bytes) {
+  systems::Result<Block> out;
+  const int cls = ClassFor(bytes);
+  if (cls < 0) {
+    out.status =
+        Status(Code::kUnsupported, "a KV block of " + std::to_string(bytes) +
+                                       " B exceeds the largest size class (" +
+                                       systems::FormatSize(classes_.back()) + ", chunk " +
+                                       systems::FormatSize(stats_.granularity_bytes) + ")");
+    co_return out;
+  }
+  std::set<uint64_t>& avail = with_free_[cls];
+  if (avail.empty()) {
+    auto r = co_await cn_.Alloc(group_);
+    if (!r.ok()) {
+      out.status = r.status;
+      co_return out;
+    }
+    auto s = std::make_unique<Slab>();
+    s->chunk = r.value;
+    s->size_class = static_cast<uint32_t>(cls);
+    s->block_bytes = classes_[cls];
+    s->blocks = static_cast<uint32_t>(s->chunk.bytes / s->block_bytes);
+    s->in_use.assign(s->blocks, false);
+    for (uint32_t b = s->blocks; b-- > 0;) s->free_list.push_back(b);
+    avail.insert(s->chunk.addr);
+    slabs_[s->chunk.addr] = std::move(s);
+    ++stats_.chunks_allocated;
+    ++stats_.chunks_held;
+    stats_.peak_chunks_held = std::max(stats_.peak_chunks_held, stats_.chunks_held);
+  }
+  Slab* s = slabs_.at(*avail.begin()).get();
+  const uint32_t b = s->free_list.back();
+  s->free_list.pop_back();
+  s->in_use[b] = true;
+  if (s->free_list.empty()) avail.erase(s->chunk.addr);
+  ++stats_.blocks_in_use;
+  out.value.slab = s;
+  out.value.offset = static_cast<uint64_t>(b) * s->block_bytes;
+  co_return out;
+}
+
+Slab* SlabAllocator::SlabOf(uint64_t addr) const {
+  auto it = slabs_.upper_bound(addr);
+  if (it == slabs_.begin()) return nullptr;
+  --it;
+  Slab* s = it->second.get();
+  if (addr - s->chunk.addr >= static_cast<uint64_t>(s->blocks) * s->block_bytes) return nullptr;
+  if ((addr - s->chunk.addr) % s->block_bytes != 0) return nullptr;
+  return s;
+}
+
+const Slab* SlabAllocator::Find(uint64_t addr) const {
+  const Slab* s = SlabOf(addr);
+  if (!s || !s->in_use[(addr - s->chunk.addr) / s->block_bytes]) return nullptr;
+  return s;
+}
+
+Task<Status> SlabAllocator::Free(uint64_t addr) {
+  Slab* s = SlabOf(addr);
+  const uint32_t b = s ? static_cast<uint32_t>((addr - s->chunk.addr) / s->block_bytes) : 0;
+  if (!s || !s->in_use[b]) {
+    co_return Status(Code::kInvalidArgument,
+                     "MN address " + std::to_string(addr) + " is not a block in use here");
+  }
+  s->in_use[b] = false;
+  s->free_list.push_back(b);
+  --stats_.blocks_in_use;
+  with_free_[s->size_class].insert(s->chunk.addr);
+  if (s->free_list.size() < s->blocks) co_return Status::Ok();
+  Status st = co_await cn_.Free(group_, s->chunk);
+  if (!st.ok()) co_return st;
+  with_free_[s->size_class].erase(s->chunk.addr);
+  slabs_.erase(s->chunk.addr);
+  ++stats_.chunks_returned;
+  --stats_.chunks_held;
+  co_return Status::Ok();
+}
+
+Task<Status> SlabAllocator::ReleaseAll() {
+  Status first;
+  while (!slabs_.empty()) {
+    auto it = slabs_.begin();
+    Status st = co_await cn_.Free(group_, it->second->chunk);
+    if (!st.ok() && first.ok()) first = st;
+    if (st.ok()) {
+      ++stats_.chunks_returned;
+      --stats_.chunks_held;
+    }
+    slabs_.erase(it);
+  }
+  for (auto& s : with_free_) s.clear();
+  stats_.blocks_in_use = 0;
+  co_return first;
+}
+
+}  // namespace dmb::apps::kv

@@ -1,0 +1,95 @@
+// SlabAllocator: the KV store's CN-side two-level allocator (FUSEE-style).
+//
+// Level 1: chunks of caps().granularity_bytes from MemoryManager::Alloc for
+// one access group. Level 2: each chunk serves one size class and is carved
+// into blocks of that class; a KV block goes into the smallest class that
+// fits it. Freed blocks return to their chunk's free list; a chunk whose
+// blocks are all free goes back to the MN at once (CnSide::Free).
+//
+// Contract: one thread uses an allocator (its group's). Size classes are
+// ascending, each 8..granularity bytes (a larger class is kUnsupported: a
+// block never spans chunks). Nothing here touches MN memory: blocks are
+// addresses; the caller READs/WRITEs them through its lanes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "systems/memory_manager.h"
+
+namespace dmb::apps::kv {
+
+// One chunk carved into blocks of one class.
+struct Slab {
+  systems::Chunk chunk;
+  uint32_t size_class = 0;          // index into the allocator's classes
+  uint32_t block_bytes = 0;         // the class's size
+  uint32_t blocks = 0;              // chunk.bytes / block_bytes
+  std::vector<uint32_t> free_list;  // block indices, the next to hand out last
+  std::vector<bool> in_use;
+};
+
+// A block handed out: MN address, and where it lives.
+struct Block {
+  const Slab* slab = nullptr;
+  uint64_t offset = 0;  // inside slab->chunk
+  uint64_t addr() const { return slab->chunk.addr + offset; }
+};
+
+struct SlabStats {
+  uint64_t chunks_held = 0;
+  uint64_t peak_chunks_held = 0;
+  uint64_t chunks_allocated = 0;  // MemoryManager::Alloc calls that succeeded
+  uint64_t chunks_returned = 0;   // CnSide::Free calls that succeeded
+  uint64_t blocks_in_use = 0;
+  uint64_t granularity_bytes = 0;
+  uint64_t bytes_held() const { return chunks_held * granularity_bytes; }
+  uint64_t peak_bytes_held() const { return peak_chunks_held * granularity_bytes; }
+};
+
+class SlabAllocator {
+ public:
+  // Powers of two from 64 B up to min(32 KB, granularity).
+  static std::vector<uint32_t> DefaultClasses(uint64_t granularity);
+  // kOk, or why `classes` cannot be used with chunks of `granularity` bytes.
+  static systems::Status CheckClasses(const std::vector<uint32_t>& classes, uint64_t granularity);
+
+  // `classes` must have passed CheckClasses.
+  SlabAllocator(systems::CnSide& cn, systems::AccessGroup& group, std::vector<uint32_t> classes);
+  SlabAllocator(const SlabAllocator&) = delete;
+  SlabAllocator& operator=(const SlabAllocator&) = delete;
+
+  const std::vector<uint32_t>& classes() const { return classes_; }
+  uint32_t max_block_bytes() const { return classes_.back(); }
+  // The smallest class holding `bytes`, or -1 if none does.
+  int ClassFor(uint64_t bytes) const;
+
+  // A block of the smallest class holding `bytes`: kUnsupported if no class
+  // does; the MemoryManager's status if a new chunk cannot be had.
+  Task<systems::Result<Block>> Alloc(uint64_t bytes);
+  // Frees the block at MN address `addr`: kInvalidArgument if it is not a
+  // block in use of this allocator; the MN's status if returning the then
+  // empty chunk fails (the chunk is kept, its blocks free).
+  Task<systems::Status> Free(uint64_t addr);
+  // The in-use block at `addr`, or nullptr.
+  const Slab* Find(uint64_t addr) const;
+  // Returns every chunk to the MN, blocks in use or not (the store closes).
+  Task<systems::Status> ReleaseAll();
+
+  const SlabStats& stats() const { return stats_; }
+
+ private:
+  Slab* SlabOf(uint64_t addr) const;
+
+  systems::CnSide& cn_;
+  systems::AccessGroup& group_;
+  std::vector<uint32_t> classes_;
+  std::map<uint64_t, std::unique_ptr<Slab>> slabs_;  // by chunk address
+  std::vector<std::set<uint64_t>> with_free_;        // per class: chunk addresses
+  SlabStats stats_;
+};
+
+}  // namespace dmb::apps::kv
