@@ -28,6 +28,9 @@ CLI::App* AddRunCommand(CLI::App& app, RunCommandArgs* a) {
                   "The micro program (default: $DMB_MICRO_PATH, else microbench/dmb_micro of "
                   "this build)");
   run->add_flag("--validate", a->validate_only, "Only check the spec and list its points");
+  run->add_option("--param", a->params,
+                  "Override a parameter in every run that takes it, e.g. --param keys=1000000 "
+                  "(the paper's scale); repeatable");
   return run;
 }
 
@@ -47,6 +50,12 @@ int RunCommand(const RunCommandArgs& a) {
   Spec spec;
   try {
     spec = LoadSpec(a.spec);
+    for (const auto& kv : a.params) {
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos) throw SpecError("--param " + kv + ": expected KEY=VALUE");
+      OverrideParam(&spec, kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    (void)Expand(spec);
   } catch (const SpecError& e) {
     fmt::print(stderr, "dmbench run: {}: {}\n", a.spec, e.what());
     return 2;

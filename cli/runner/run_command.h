@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 namespace dmb::runner {
 
@@ -15,6 +16,7 @@ struct RunCommandArgs {
   std::string results = "results";
   std::string micro;  // default: $DMB_MICRO_PATH, else microbench/dmb_micro beside this dmbench
   bool validate_only = false;
+  std::vector<std::string> params;  // KEY=VALUE overrides (--param)
 };
 
 CLI::App* AddRunCommand(CLI::App& app, RunCommandArgs* args);

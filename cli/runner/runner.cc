@@ -35,7 +35,7 @@ using Row = std::map<std::string, std::string>;
 const std::vector<std::string>& MetricCols() {
   static const std::vector<std::string> c = [] {
     std::vector<std::string> v = KnownMetrics();
-    v.insert(v.end(), {"count", "failures", "virtual_s"});
+    v.insert(v.end(), {"alloc_bytes", "threads_total", "count", "failures", "virtual_s"});
     return v;
   }();
   return c;
@@ -47,6 +47,7 @@ const std::map<std::string, std::map<std::string, std::string>> kOpDefaults = {
     {"alloc", {{"ops", "200"}}},
     {"offload_read", {{"size", "4096"}, {"ops", "1000"}, {"offload_qps", "0"}}},
     {"mr_reg", {{"size", "4096"}, {"page", "4096"}}},
+    {"kv", {{"workload", "fillsync"}, {"value", "1024"}, {"keys", "100000"}}},
     {"mw_bind", {{"size", "4096"}, {"mw_type", "1"}}},
 };
 
@@ -66,7 +67,9 @@ std::map<std::string, std::string> Params(const Point& p) {
   if (auto it = kOpDefaults.find(p.op); it != kOpDefaults.end()) {
     for (const auto& [k, v] : it->second) out.emplace(k, v);
   }
-  if (p.op == "access" || p.op == "alloc") out.emplace("pool", std::to_string(1ull << 30));
+  if (p.op == "access" || p.op == "alloc" || p.op == "kv") {
+    out.emplace("pool", std::to_string(1ull << 30));
+  }
   return out;
 }
 
@@ -76,7 +79,7 @@ std::vector<std::string> MicroCommand(const RunOptions& opt, const Point& p,
   if (!p.system.empty()) a.insert(a.end(), {"--system", p.system});
   for (const auto& [k, v] : p.knobs) a.insert(a.end(), {"--set", k + "=" + v});
   for (const auto& [k, v] : Params(p)) {
-    const bool size = k == "pool" || k == "size" || k == "page";
+    const bool size = k == "pool" || k == "size" || k == "page" || k == "value";
     a.insert(a.end(), {kFlagOf.at(k), size ? systems::FormatSize(std::stoull(v)) : v});
   }
   a.insert(a.end(), {"--seed", std::to_string(p.seed), "--benchmark_format=json",
@@ -198,6 +201,8 @@ Row RowOf(const Spec& spec, const Point& p, const fs::path& path) {
   r["offload_qps"] = get("offload_qps");
   r["mw_type"] = get("mw_type");
   r["page_bytes"] = get("page");
+  r["workload"] = get("workload");
+  r["value_bytes"] = get("value");
   std::string knobs;
   for (const auto& [k, v] : p.knobs) knobs += (knobs.empty() ? "" : ";") + k + "=" + v;
   r["knobs"] = knobs;
@@ -252,7 +257,8 @@ std::string CompareCsv(const Spec& spec, const std::vector<Row>& rows) {
     };
     // Every other match key, joined by ';' (the plots match on all of them).
     std::string param, param_value;
-    for (const char* k : {"offload_qps", "size_bytes", "mw_type", "page_bytes", "io", "cns"}) {
+    for (const char* k : {"offload_qps", "size_bytes", "mw_type", "page_bytes", "io", "cns",
+                          "mn_cores", "workload", "value_bytes", "alloc_bytes", "threads_total"}) {
       if (get(k).empty()) continue;
       param += (param.empty() ? "" : ";") + std::string(k);
       param_value += (param_value.empty() ? "" : ";") + get(k);
@@ -343,9 +349,10 @@ pid_t Spawn(const std::vector<std::string>& args, const fs::path& log) {
 
 const std::vector<std::string>& CsvColumns() {
   static const std::vector<std::string> c = [] {
-    std::vector<std::string> v = {"figure",      "system",  "variant",    "op",   "io",
-                                  "threads",     "cns",     "mn_cores",   "seed", "size_bytes",
-                                  "offload_qps", "mw_type", "page_bytes", "knobs"};
+    std::vector<std::string> v = {"figure",     "system",     "variant",     "op",
+                                  "io",         "threads",    "cns",         "mn_cores",
+                                  "seed",       "size_bytes", "offload_qps", "mw_type",
+                                  "page_bytes", "workload",   "value_bytes", "knobs"};
     v.insert(v.end(), MetricCols().begin(), MetricCols().end());
     return v;
   }();

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace dmb::runner {
 namespace {
@@ -108,9 +110,34 @@ TEST_F(RunnerTest, RunsEveryPointOnceAndWritesCsvCompareAndMeta) {
   EXPECT_TRUE(fs::exists(Out() / "points" / "alloc-rpc_mw-type2-threads_24-seed1.json"));
   const std::string csv = Read(Out() / "fake-fig.csv");
   EXPECT_EQ(csv.rfind("figure,system,variant,op,io,threads,cns,mn_cores,seed,size_bytes,", 0), 0u);
-  EXPECT_NE(csv.find("fake-fig,rpc_mw,type2,alloc,,24,1,1,1,,,,,mw_type=2,49,49,49,"),
-            std::string::npos)
-      << csv;
+  // The rpc_mw type2 row at 24 threads, read by column name.
+  std::istringstream lines(csv);
+  std::string header, line;
+  std::getline(lines, header);
+  auto split = [](const std::string& l) {
+    std::vector<std::string> f;
+    std::stringstream ss(l);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    if (!l.empty() && l.back() == ',') f.push_back("");
+    return f;
+  };
+  const auto cols = split(header);
+  auto col = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(cols.begin(), cols.end(), name) - cols.begin());
+  };
+  bool found = false;
+  while (std::getline(lines, line)) {
+    const auto f = split(line);
+    if (f[col("system")] != "rpc_mw" || f[col("threads")] != "24") continue;
+    found = true;
+    EXPECT_EQ(f[col("variant")], "type2");
+    EXPECT_EQ(f[col("op")], "alloc");
+    EXPECT_EQ(f[col("knobs")], "mw_type=2");
+    EXPECT_EQ(f[col("lat_us_mean")], "49");
+    EXPECT_EQ(f[col("count")], "10");
+    EXPECT_EQ(f[col("io")], "");
+  }
+  EXPECT_TRUE(found) << csv;
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);  // header + 6 points
   const std::string cmp = Read(Out() / "compare.csv");
   EXPECT_NE(cmp.find("rpc alloc 24,rpc_mw,,alloc,24,,,lat_us_mean,48,49,1.0208,hit"),

@@ -21,9 +21,10 @@ const std::vector<std::string> kSystemKeys = {"system", "variant", "knobs"};
 const std::vector<std::string> kPaperKeys = {"label",       "where", "match",    "metric",
                                              "relative_to", "value", "tolerance"};
 const std::vector<std::string> kClusterKeys = {"cns", "mn_cores", "pool"};
-const std::vector<std::string> kMatchKeys = {"system",     "variant",    "op",          "io",
-                                             "threads",    "size_bytes", "offload_qps", "mw_type",
-                                             "page_bytes", "cns"};
+const std::vector<std::string> kMatchKeys = {
+    "system",     "variant",     "op",          "io",          "threads",
+    "size_bytes", "offload_qps", "mw_type",     "page_bytes",  "cns",
+    "mn_cores",   "workload",    "value_bytes", "alloc_bytes", "threads_total"};
 
 // The parameters each op takes (the micro program refuses the others).
 const std::map<std::string, std::vector<std::string>> kOpParams = {
@@ -32,6 +33,7 @@ const std::map<std::string, std::vector<std::string>> kOpParams = {
     {"offload_read", {"io", "size", "ops", "offload_qps"}},
     {"mr_reg", {"size", "ops", "page"}},
     {"mw_bind", {"size", "ops", "mw_type"}},
+    {"kv", {"threads", "cns", "mn_cores", "pool", "workload", "value", "keys"}},
 };
 
 bool Takes(const std::string& op, const std::string& key) {
@@ -100,7 +102,13 @@ std::string CheckParam(const std::string& key, const std::string& v, const std::
     }
     return std::to_string(std::stoull(v));
   };
-  if (key == "threads" || key == "cns" || key == "ops") return positive(1);
+  if (key == "threads" || key == "cns" || key == "ops" || key == "keys") return positive(1);
+  if (key == "workload") {
+    if (v != "fillsync" && v != "ycsbd" && v != "insert") {
+      Fail(where, "expected fillsync, ycsbd or insert, got \"" + v + "\"");
+    }
+    return v;
+  }
   if (key == "offload_qps") return positive(0);
   if (key == "mn_cores") return v == "unlimited" ? v : positive(1);
   if (key == "mw_type") {
@@ -118,7 +126,7 @@ std::string CheckParam(const std::string& key, const std::string& v, const std::
     if (v != "read" && v != "write") Fail(where, "expected read or write, got \"" + v + "\"");
     return v;
   }
-  if (key == "pool" || key == "size") {
+  if (key == "pool" || key == "size" || key == "value") {
     const auto b = systems::ParseSize(v);
     if (!b || *b == 0) Fail(where, "expected a size like 4KB, 1MB or 1GB, got \"" + v + "\"");
     return std::to_string(*b);
@@ -204,7 +212,7 @@ Run ParseRun(const YAML::Node& n, const std::string& where) {
       r.grid_order.push_back(k);
     }
   }
-  const bool needs_systems = r.op == "access" || r.op == "alloc";
+  const bool needs_systems = r.op == "access" || r.op == "alloc" || r.op == "kv";
   if (needs_systems) {
     const YAML::Node s = n["systems"];
     if (!s) Fail(where + ".systems", "missing (required for op " + r.op + ")");
@@ -250,8 +258,8 @@ std::string Safe(const std::string& s) {
 }  // namespace
 
 const std::vector<std::string>& KnownOps() {
-  static const std::vector<std::string> k = {"access", "alloc", "offload_read", "mr_reg",
-                                             "mw_bind"};
+  static const std::vector<std::string> k = {"access", "alloc",   "offload_read",
+                                             "mr_reg", "mw_bind", "kv"};
   return k;
 }
 
@@ -266,13 +274,21 @@ const std::vector<std::string>& KnownMetrics() {
                                              "dereg_lat_us_mean",
                                              "invalidate_lat_us_mean",
                                              "mops",
-                                             "mn_cpu_busy_frac"};
+                                             "mn_cpu_busy_frac",
+                                             "tput_mops",
+                                             "delete_tput_mops",
+                                             "insert_lat_us_p99",
+                                             "get_lat_us_p99",
+                                             "dealloc_rate",
+                                             "mn_cpu_peak",
+                                             "mn_cpu_mean"};
   return k;
 }
 
 const std::vector<std::string>& KnownParams() {
-  static const std::vector<std::string> k = {"threads", "cns", "mn_cores",    "pool",    "io",
-                                             "size",    "ops", "offload_qps", "mw_type", "page"};
+  static const std::vector<std::string> k = {"threads",  "cns",   "mn_cores",    "pool",    "io",
+                                             "size",     "ops",   "offload_qps", "mw_type", "page",
+                                             "workload", "value", "keys"};
   return k;
 }
 
@@ -339,6 +355,25 @@ Spec ParseSpec(const std::string& text, const std::string& path) {
   }
   (void)Expand(s);  // duplicate points are a spec error too
   return s;
+}
+
+void OverrideParam(Spec* spec, const std::string& key, const std::string& value) {
+  const std::string where = "--param " + key;
+  if (std::find(KnownParams().begin(), KnownParams().end(), key) == KnownParams().end()) {
+    Fail(where, "unknown parameter; known parameters: " + Join(KnownParams()));
+  }
+  const std::string v = CheckParam(key, value, where);
+  int applied = 0;
+  for (size_t i = 0; i < spec->runs.size(); ++i) {
+    Run& r = spec->runs[i];
+    if (!Takes(r.op, key)) continue;
+    if (r.grid.count(key)) {
+      Fail(where, "runs[" + std::to_string(i) + "] sweeps " + key + " in its grid; edit the spec");
+    }
+    r.params[key] = v;
+    ++applied;
+  }
+  if (applied == 0) Fail(where, "no run of this spec takes it");
 }
 
 Spec LoadSpec(const std::string& path) {

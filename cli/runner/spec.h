@@ -94,6 +94,11 @@ struct Point {
 Spec LoadSpec(const std::string& path);
 Spec ParseSpec(const std::string& yaml_text, const std::string& path = "<spec>");
 std::vector<Point> Expand(const Spec& spec);
+// `dmbench run --param KEY=VALUE`: sets KEY in every run whose op takes it
+// (e.g. keys=1000000 for the paper's scale). Throws SpecError naming the
+// problem (unknown key, bad value, a run that sweeps KEY in its grid, no run
+// taking it).
+void OverrideParam(Spec* spec, const std::string& key, const std::string& value);
 
 // The ops and parameter keys a spec may use (for errors and --help).
 const std::vector<std::string>& KnownOps();

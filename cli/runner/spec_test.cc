@@ -127,6 +127,22 @@ TEST(Spec, AParameterTheOpDoesNotTakeIsNamed) {
   EXPECT_EQ(points.back().params.count("pool"), 0u);
 }
 
+TEST(Spec, KvRunsAndParamOverrides) {
+  const std::string kv =
+      Replace(kGood, "  - op: offload_read\n    grid: {offload_qps: [0, 96]}",
+              "  - op: kv\n    params: {workload: fillsync, value: 1KB}\n"
+              "    grid: {threads: [1, 24]}\n    systems: [{system: onesided_mw}]");
+  Spec s = ParseSpec(kv);
+  EXPECT_EQ(Expand(s).back().params.at("value"), "1024");
+  OverrideParam(&s, "keys", "1000000");
+  EXPECT_EQ(Expand(s).back().params.at("keys"), "1000000");
+  EXPECT_THROW(OverrideParam(&s, "threads", "2"), SpecError);  // swept in a grid
+  EXPECT_THROW(OverrideParam(&s, "keys", "many"), SpecError);
+  EXPECT_THROW(OverrideParam(&s, "offload_qps", "3"), SpecError);  // no run takes it
+  EXPECT_EQ(ErrorOf(Replace(kv, "workload: fillsync", "workload: fill")),
+            "runs[1].params.workload: expected fillsync, ycsbd or insert, got \"fill\"");
+}
+
 TEST(Spec, TwoRunsProducingTheSamePointAreRefused) {
   const std::string dup = Replace(kGood, "  - op: offload_read\n    grid: {offload_qps: [0, 96]}",
                                   "  - op: access\n    grid: {threads: [24]}\n    systems: "
