@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "apps/kvstore/kv_workload.h"
 #include "fabric/sim/profile.h"
 #include "microbench/access_bench.h"
 #include "microbench/alloc_bench.h"
@@ -67,26 +68,46 @@ Benches (--bench):
                 Counters: lat_us_mean lat_us_p50 lat_us_p99 (bind),
                 rebind_lat_us_mean, invalidate_lat_us_mean (type 2), count,
                 mw_type, size_bytes
+  kv            The OneSidedMW paper's KV store (RACE index, slab allocator) on
+                --system: cns x threads clients, one partition each, --keys
+                random keys of --key-bytes with --value byte values (§6.1).
+                --workload fillsync: insert every key (measured), then delete a
+                random 90% (deleterandom); ycsbd: --keys ops, 50% inserts, 50%
+                reads of keys already inserted, then delete 90%; insert:
+                inserts only (Figure 7). Manual time = the measured phase.
+                Counters: tput_mops lat_us_p50 lat_us_p99 lat_us_mean
+                insert_lat_us_p99, get_lat_us_p99 (ycsbd), delete_tput_mops
+                (fillsync, ycsbd), count, failures, dealloc_rate (MN memory
+                the store gave back after the workload / its peak), mn_cpu_peak
+                (MN cores busy in the busiest 100 us window of the run),
+                mn_cpu_mean (phase 1), alloc_bytes, value_bytes, keys,
+                threads_total, peak_mn_bytes, buckets_per_partition
 
 Options (each names the benches it applies to; others are an error):
-  --system NAME        access, alloc: approach (default static_mr; see
+  --system NAME        access, alloc, kv: approach (default static_mr; see
                        `dmbench systems`)
-  --set KNOB=VALUE     access, alloc: approach knob, repeatable
-  --threads N          access, alloc: CN threads per CN (default 1)
-  --cns N              access, alloc: compute nodes (default 1)
-  --mn-cores N|unlimited  access, alloc: MN CPU cores (default 1)
-  --pool SIZE          access, alloc: MN memory the approach manages (default 1GB)
+  --set KNOB=VALUE     access, alloc, kv: approach knob, repeatable
+  --threads N          access, alloc, kv: CN threads per CN (default 1)
+  --cns N              access, alloc, kv: compute nodes (default 1)
+  --mn-cores N|unlimited  access, alloc, kv: MN CPU cores (default 1)
+  --pool SIZE          access, alloc, kv: MN memory the approach manages (default 1GB)
   --op read|write      access, offload_read (default read)
   --size SIZE          access, offload_read, mr_reg, mw_bind: bytes per op,
                        region or window, e.g. 64B, 4KB, 1MB, 1GB or a byte
                        count (default 4KB)
-  --ops N              all: measured operations (per thread for access/alloc);
+  --ops N              all but kv: measured operations (per thread for access/alloc);
                        default access 2000, alloc 200, offload_read 1000,
                        mr_reg 5, mw_bind 100
   --offload-qps N      offload_read: MN QPs holding offloaded WRs (default 0)
   --mw-type 1|2        mw_bind: memory-window type (default 1)
   --page 4KB|2MB       mr_reg: OS pages backing the region (default 4KB; Patronus and
                        FineMem register hugepage-backed memory)
+  --workload W         kv: fillsync, ycsbd or insert (default fillsync)
+  --value SIZE         kv: value bytes (default 1KB); the KV block (8 B + key +
+                       value) must fit the approach's chunk
+  --keys N             kv: keys over all threads (ycsbd: ops; default 100000;
+                       the paper uses 1000000)
+  --key-bytes N        kv: key bytes (default 16)
   --seed N             all: root seed of the simulation (default 1)
   --profile NAME       all: NIC calibration profile (default cx5)
   --help               this text
@@ -106,7 +127,8 @@ Example:
       --benchmark_format=json
 )";
 
-const std::vector<std::string> kBenches = {"access", "alloc", "offload_read", "mr_reg", "mw_bind"};
+const std::vector<std::string> kBenches = {"access", "alloc",   "offload_read",
+                                           "mr_reg", "mw_bind", "kv"};
 
 struct Args {
   std::string bench;
@@ -124,7 +146,11 @@ struct Args {
   int mw_type = 1;
   uint64_t page = 4096;  // mr_reg: pages backing the region
   std::string profile = "cx5";
-  std::vector<std::string> given;  // our flags as given, in order
+  std::string workload = "fillsync";  // kv
+  std::string value = "1KB";          // kv
+  uint64_t keys = 100000;             // kv
+  uint32_t key_bytes = 16;            // kv
+  std::vector<std::string> given;     // our flags as given, in order
 };
 
 // One benchmark entry, computed before it is reported.
@@ -170,18 +196,22 @@ struct FlagDef {
 const std::vector<FlagDef>& Flags() {
   static const std::vector<FlagDef> flags = {
       {"--bench", {}},
-      {"--system", {"access", "alloc"}},
-      {"--set", {"access", "alloc"}},
-      {"--threads", {"access", "alloc"}},
-      {"--cns", {"access", "alloc"}},
-      {"--mn-cores", {"access", "alloc"}},
-      {"--pool", {"access", "alloc"}},
+      {"--system", {"access", "alloc", "kv"}},
+      {"--set", {"access", "alloc", "kv"}},
+      {"--threads", {"access", "alloc", "kv"}},
+      {"--cns", {"access", "alloc", "kv"}},
+      {"--mn-cores", {"access", "alloc", "kv"}},
+      {"--pool", {"access", "alloc", "kv"}},
       {"--op", {"access", "offload_read"}},
       {"--size", {"access", "offload_read", "mr_reg", "mw_bind"}},
-      {"--ops", {}},
+      {"--ops", {"access", "alloc", "offload_read", "mr_reg", "mw_bind"}},
       {"--offload-qps", {"offload_read"}},
       {"--mw-type", {"mw_bind"}},
       {"--page", {"mr_reg"}},
+      {"--workload", {"kv"}},
+      {"--value", {"kv"}},
+      {"--keys", {"kv"}},
+      {"--key-bytes", {"kv"}},
       {"--seed", {}},
       {"--profile", {}},
   };
@@ -225,6 +255,17 @@ void Assign(Args* a, const std::string& flag, const std::string& v) {
     a->seed = ParseInt<uint64_t>(flag, v, 0, std::numeric_limits<uint64_t>::max());
   } else if (flag == "--profile") {
     a->profile = v;
+  } else if (flag == "--workload") {
+    if (v != "fillsync" && v != "ycsbd" && v != "insert") {
+      throw ConfigError("--workload: expected fillsync, ycsbd or insert, got \"" + v + "\"");
+    }
+    a->workload = v;
+  } else if (flag == "--value") {
+    a->value = v;
+  } else if (flag == "--keys") {
+    a->keys = ParseInt<uint64_t>(flag, v, 1, 100'000'000);
+  } else if (flag == "--key-bytes") {
+    a->key_bytes = ParseInt<uint32_t>(flag, v, 8, 1024);
   }
 }
 
@@ -446,12 +487,72 @@ Report RunMwBind(const Args& a, const sim::Profile& profile) {
   return rep;
 }
 
+Report RunKv(const Args& a) {
+  const uint64_t value = ParseSizeOr("--value", a.value);
+  if (value > (32ull << 10)) {
+    throw ConfigError(
+        "--value: the KV store's largest block is 32KB (header and key included), "
+        "got \"" +
+        a.value + "\"; use a smaller --value");
+  }
+  apps::kv::KvWorkloadSpec spec;
+  spec.workload = a.workload;
+  spec.threads = a.threads;
+  spec.keys = a.keys;
+  spec.value_bytes = static_cast<uint32_t>(value);
+  spec.key_bytes = a.key_bytes;
+  spec.seed = a.seed;
+  const TestbedSpec bed = BedSpec(a);
+  Testbed tb(bed);
+  const apps::kv::KvWorkloadResult r = apps::kv::RunKvWorkload(tb, spec);
+  if (r.failures > 0 && r.first_failure_oom) {
+    throw ConfigError(
+        std::to_string(r.failures) + " ops ran out of memory, first: " + r.first_failure +
+        "; use a larger --pool (now " + systems::FormatSize(bed.pool_bytes) + ") or fewer --keys");
+  }
+  if (r.failures > 0) {
+    std::fprintf(stderr, "dmb_micro: warning: %lu failed ops, first: %s\n",
+                 static_cast<unsigned long>(r.failures), r.first_failure.c_str());
+  }
+  Report rep;
+  rep.name = "kv";
+  rep.label = BedLabel(a, bed, a.threads) + ",workload=" + a.workload +
+              ",value=" + systems::FormatSize(value) + ",keys=" + std::to_string(a.keys) +
+              ",key_bytes=" + std::to_string(a.key_bytes) + ",commit=" + r.commit +
+              KnobsLabel(r.knobs);
+  rep.seconds = PsToS(r.phase1_ps);
+  rep.counters = {{"tput_mops", r.tput_mops()},
+                  {"lat_us_p50", r.lat.p50_us()},
+                  {"lat_us_p99", r.lat.p99_us()},
+                  {"lat_us_mean", r.lat.mean_us()},
+                  {"insert_lat_us_p99", r.insert_lat.p99_us()}};
+  if (a.workload == "ycsbd") rep.counters.push_back({"get_lat_us_p99", r.get_lat.p99_us()});
+  if (a.workload != "insert") rep.counters.push_back({"delete_tput_mops", r.delete_tput_mops()});
+  const auto d = [](uint64_t v) { return static_cast<double>(v); };
+  for (const auto& c : std::vector<std::pair<std::string, double>>{
+           {"count", d(r.ops)},
+           {"failures", d(r.failures)},
+           {"dealloc_rate", r.dealloc_rate},
+           {"mn_cpu_peak", r.mn_cpu_peak},
+           {"mn_cpu_mean", r.mn_cpu_mean},
+           {"alloc_bytes", d(r.granularity_bytes)},
+           {"value_bytes", d(value)},
+           {"keys", d(a.keys)},
+           {"threads_total", d(static_cast<uint64_t>(r.threads_total))},
+           {"peak_mn_bytes", d(r.peak_mn_bytes)},
+           {"buckets_per_partition", d(r.buckets_per_partition)}}) {
+    rep.counters.push_back(c);
+  }
+  return rep;
+}
+
 Report Run(const Args& a) {
   const sim::Profile profile = sim::Profile::ByName(a.profile);  // names the known ones
   if (a.bench == "access") return RunAccess(a);
   if (a.bench == "alloc") return RunAlloc(a);
   if (a.bench == "offload_read") return RunOffloadRead(a, profile);
   if (a.bench == "mr_reg") return RunMrReg(a, profile);
+  if (a.bench == "kv") return RunKv(a);
   return RunMwBind(a, profile);
 }
 

@@ -110,7 +110,7 @@ TEST(DmbMicro, BadInputExits2WithTheFix) {
 TEST(DmbMicro, HelpExplainsEachBench) {
   const Outcome o = RunMicro("--help");
   EXPECT_EQ(o.exit_code, 0);
-  for (const char* b : {"access", "alloc", "offload_read", "mr_reg", "mw_bind"}) {
+  for (const char* b : {"access", "alloc", "offload_read", "mr_reg", "mw_bind", "kv"}) {
     EXPECT_NE(o.out.find(std::string("  ") + b + " "), std::string::npos) << b;
   }
 }
@@ -164,6 +164,106 @@ TEST(DmbMicro, MwBindType2) {
   EXPECT_LT(bind, 5);
   EXPECT_GT(Num(o.out, "rebind_lat_us_mean"), bind);  // LOCAL_INV + BIND_MW
   EXPECT_EQ(Num(o.out, "mw_type"), 2);
+}
+
+// --bench kv: the OneSidedMW paper's KV-store workloads (§6.1, Figures 6, 7).
+constexpr const char* kKvSmall = "--bench kv --threads 2 --keys 400 ";
+
+TEST(DmbMicroKv, FillsyncOnStaticMrGivesNothingBack) {
+  const Outcome o = RunJson(std::string(kKvSmall) + "--value 256B --system static_mr");
+  ASSERT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_EQ(CountEntries(o.out), 1) << o.out;
+  EXPECT_NE(o.out.find("bench=kv,system=static_mr,threads=2"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("workload=fillsync"), std::string::npos) << o.out;
+  EXPECT_GT(Num(o.out, "tput_mops"), 0);
+  EXPECT_GE(Num(o.out, "lat_us_p99"), Num(o.out, "lat_us_p50"));
+  EXPECT_GT(Num(o.out, "insert_lat_us_p99"), 0);
+  EXPECT_GT(Num(o.out, "delete_tput_mops"), 0);
+  EXPECT_EQ(Num(o.out, "count"), 400);
+  EXPECT_EQ(Num(o.out, "failures"), 0);
+  EXPECT_EQ(Num(o.out, "threads_total"), 2);
+  EXPECT_EQ(Num(o.out, "value_bytes"), 256);
+  EXPECT_EQ(Num(o.out, "alloc_bytes"), 16 << 20);
+  // The 10% of keys left keep every 16 MB region (and the index) in use.
+  EXPECT_EQ(Num(o.out, "dealloc_rate"), 0);
+  EXPECT_GE(Num(o.out, "peak_mn_bytes"), 2.0 * 2 * (16 << 20));  // index + slab per thread
+  // Manual time = phase 1: 400 inserts over 2 threads at ~lat_us_mean each.
+  EXPECT_NEAR(Num(o.out, "real_time") * Num(o.out, "tput_mops"), 400, 4);
+}
+
+TEST(DmbMicroKv, OneSidedMwFreesMostAndSparesTheMnCpu) {
+  // 1 KB values: two 2 KB blocks per 4 KB chunk, so most chunks empty.
+  const Outcome os =
+      RunJson(std::string(kKvSmall) + "--system onesided_mw --set granularity=4KB --value 1KB");
+  ASSERT_EQ(os.exit_code, 0) << os.out;
+  EXPECT_EQ(Num(os.out, "failures"), 0);
+  EXPECT_GT(Num(os.out, "dealloc_rate"), 0.5);
+  EXPECT_LT(Num(os.out, "dealloc_rate"), 1);
+  EXPECT_EQ(Num(os.out, "mn_cpu_peak"), 0);
+  EXPECT_EQ(Num(os.out, "mn_cpu_mean"), 0);
+  EXPECT_EQ(Num(os.out, "alloc_bytes"), 4096);
+  const Outcome rpc = RunJson(std::string(kKvSmall) + "--system rpc_mw --value 1KB");
+  ASSERT_EQ(rpc.exit_code, 0) << rpc.out;
+  EXPECT_EQ(Num(rpc.out, "failures"), 0);
+  const double peak = Num(rpc.out, "mn_cpu_peak");
+  EXPECT_GT(peak, 0);
+  EXPECT_LE(peak, 1.0 + 1e-9);  // one MN core
+  EXPECT_GE(peak, Num(rpc.out, "mn_cpu_mean"));
+  // Same keys and blocks: the same footprint and the same chunks emptied.
+  EXPECT_EQ(Num(rpc.out, "dealloc_rate"), Num(os.out, "dealloc_rate"));
+  EXPECT_EQ(Num(rpc.out, "peak_mn_bytes"), Num(os.out, "peak_mn_bytes"));
+}
+
+TEST(DmbMicroKv, YcsbdReadsAndInsertOnlyKeepsEverything) {
+  const Outcome y =
+      RunJson(std::string(kKvSmall) + "--value 256B --system rpc_mw --workload ycsbd");
+  ASSERT_EQ(y.exit_code, 0) << y.out;
+  EXPECT_EQ(Num(y.out, "count"), 400);
+  EXPECT_EQ(Num(y.out, "failures"), 0);
+  EXPECT_GT(Num(y.out, "get_lat_us_p99"), 0);
+  EXPECT_LT(Num(y.out, "get_lat_us_p99"), Num(y.out, "insert_lat_us_p99"));  // one READ pair
+  EXPECT_GT(Num(y.out, "delete_tput_mops"), 0);
+  const Outcome i =
+      RunJson(std::string(kKvSmall) + "--value 256B --system onesided_mw --workload insert");
+  ASSERT_EQ(i.exit_code, 0) << i.out;
+  EXPECT_EQ(Num(i.out, "count"), 400);
+  EXPECT_EQ(Num(i.out, "failures"), 0);
+  EXPECT_EQ(Num(i.out, "dealloc_rate"), 0);
+  EXPECT_FALSE(Field(i.out, "delete_tput_mops").has_value()) << i.out;
+  EXPECT_FALSE(Field(i.out, "get_lat_us_p99").has_value()) << i.out;
+}
+
+TEST(DmbMicroKv, SameSeedSameNumbers) {
+  const std::string args = std::string(kKvSmall) + "--value 256B --system rpc_mw --workload ycsbd";
+  const Outcome a = RunJson(args + " --seed 3");
+  const Outcome b = RunJson(args + " --seed 3");
+  ASSERT_EQ(a.exit_code, 0) << a.out;
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  for (const char* f : {"real_time", "tput_mops", "lat_us_p99", "get_lat_us_p99", "dealloc_rate",
+                        "mn_cpu_peak", "peak_mn_bytes"}) {
+    EXPECT_EQ(Num(a.out, f), Num(b.out, f)) << f;
+  }
+}
+
+TEST(DmbMicroKv, RefusedApproachOrValueExits2WithTheFix) {
+  Outcome o = RunMicro(std::string(kKvSmall) + "--system odrp", true);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("dmb_micro: error: odrp: fixed 4KB"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find('\n'), o.out.size() - 1) << "one line: " << o.out;
+  o = RunMicro(std::string(kKvSmall) + "--system rpc_mw --set granularity=512B --value 1KB", true);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("use a granularity >= 2KB"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find('\n'), o.out.size() - 1) << "one line: " << o.out;
+  o = RunMicro("--bench kv --ops 10", true);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("--ops does not apply to --bench kv"), std::string::npos) << o.out;
+  o = RunMicro("--bench access --workload ycsbd", true);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("--workload does not apply to --bench access"), std::string::npos) << o.out;
+  o = RunMicro("--bench kv --workload ycsbe", true);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("--workload: expected fillsync, ycsbd or insert"), std::string::npos)
+      << o.out;
 }
 
 }  // namespace

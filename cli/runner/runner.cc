@@ -60,7 +60,10 @@ const std::map<std::string, std::string> kFlagOf = {{"threads", "--threads"},
                                                     {"ops", "--ops"},
                                                     {"offload_qps", "--offload-qps"},
                                                     {"mw_type", "--mw-type"},
-                                                    {"page", "--page"}};
+                                                    {"page", "--page"},
+                                                    {"workload", "--workload"},
+                                                    {"value", "--value"},
+                                                    {"keys", "--keys"}};
 
 std::map<std::string, std::string> Params(const Point& p) {
   auto out = p.params;
@@ -80,7 +83,9 @@ std::vector<std::string> MicroCommand(const RunOptions& opt, const Point& p,
   for (const auto& [k, v] : p.knobs) a.insert(a.end(), {"--set", k + "=" + v});
   for (const auto& [k, v] : Params(p)) {
     const bool size = k == "pool" || k == "size" || k == "page" || k == "value";
-    a.insert(a.end(), {kFlagOf.at(k), size ? systems::FormatSize(std::stoull(v)) : v});
+    const auto flag = kFlagOf.find(k);
+    if (flag == kFlagOf.end()) throw SpecError("internal: no micro flag for parameter " + k);
+    a.insert(a.end(), {flag->second, size ? systems::FormatSize(std::stoull(v)) : v});
   }
   a.insert(a.end(), {"--seed", std::to_string(p.seed), "--benchmark_format=json",
                      "--benchmark_out=" + out_json, "--benchmark_out_format=json"});

@@ -66,7 +66,7 @@ res="$tmp/results"
 run "make_fixtures.py" "$py" "$here/make_fixtures.py" "$res"
 
 # --help of every script
-for s in figure-10.py offload-qps.py primitives.py results_readme.py; do
+for s in figure-10.py offload-qps.py primitives.py figure-6.py figure-7.py results_readme.py; do
   run "$s --help" "$py" "$plots/$s" --help
   grep -q -- "--results" "$tmp/out.log" || fail "$s --help does not mention --results"
 done
@@ -75,7 +75,15 @@ done
 run "figure-10.py" "$py" "$plots/figure-10.py" --results "$res/figure-10"
 run "offload-qps.py" "$py" "$plots/offload-qps.py" --results "$res/offload-qps"
 run "primitives.py" "$py" "$plots/primitives.py" --results "$res/primitives"
-for n in figure-10 offload-qps primitives; do
+run "figure-6.py" "$py" "$plots/figure-6.py" --results "$res/figure-6"
+if grep -q "warning" "$tmp/err.log"; then
+  fail "figure-6.py warns on complete input"; sed 's/^/     | /' "$tmp/err.log" | head -5
+fi
+run "figure-7.py" "$py" "$plots/figure-7.py" --results "$res/figure-7"
+if grep -q "warning" "$tmp/err.log"; then
+  fail "figure-7.py warns on complete input"; sed 's/^/     | /' "$tmp/err.log" | head -5
+fi
+for n in figure-10 offload-qps primitives figure-6 figure-7; do
   nonempty "$res/$n/$n.png" "$res/$n/$n.pdf"
   if [ -s "$res/$n/$n.png" ] && [ "$(head -c 8 "$res/$n/$n.png" | od -An -tx1 | tr -d ' \n')" != 89504e470d0a1a0a ]; then
     fail "$n.png is not a PNG"
@@ -84,6 +92,28 @@ for n in figure-10 offload-qps primitives; do
     fail "$n.pdf is not a PDF"
   fi
 done
+
+# figure-6 --value: one value size into figure-6-SIZE.{png,pdf}; an absent one is an error.
+run "figure-6.py --value 256B" "$py" "$plots/figure-6.py" --results "$res/figure-6" --value 256B
+nonempty "$res/figure-6/figure-6-256B.png" "$res/figure-6/figure-6-256B.pdf"
+expect_error "figure-6.py --value 4KB (not run)" "no rows with value_bytes=4096" \
+  "$py" "$plots/figure-6.py" --results "$res/figure-6" --value 4KB
+
+# figure-6's key-value helpers (figure-7.py uses them too): approach keys, sizes.
+run "figure-6.py helpers" "$py" - <<PYEOF
+import importlib.util, sys
+sys.path.insert(0, "$plots")
+spec = importlib.util.spec_from_file_location("f6", "$plots/figure-6.py")
+f6 = importlib.util.module_from_spec(spec); spec.loader.exec_module(f6)
+k = f6.approach_key
+assert k("rpc_mw", "type1-2KB") == "rpc_mw/type1", k("rpc_mw", "type1-2KB")
+assert k("rpc_mw", "4KB", "mw_type=2;granularity=4KB") == "rpc_mw/type2"
+assert k("onesided_mw", "4KB") == "onesided_mw"
+assert k("onesided_mw", "4KB-aq4") == "onesided_mw/aq4"
+assert k("static_mr", "16MB") == "static_mr"
+assert f6.snap_pow2(1.67772e+07) == 16 << 20 and f6.snap_pow2(3000.0) == 3000.0
+assert f6.parse_size("512B") == 512 and f6.parse_size("32KB") == 32768
+PYEOF
 
 # --out elsewhere; the same figure twice gives the same bytes (no timestamps).
 run "figure-10.py --out" "$py" "$plots/figure-10.py" --results "$res/figure-10" --out "$tmp/out"
@@ -94,12 +124,20 @@ if cmp -s "$tmp/out/figure-10.pdf" "$res/figure-10/figure-10.pdf" &&
 else
   fail "figure-10 differs between two runs on the same input"
 fi
+run "figure-6.py --out" "$py" "$plots/figure-6.py" --results "$res/figure-6" --out "$tmp/out"
+if cmp -s "$tmp/out/figure-6.pdf" "$res/figure-6/figure-6.pdf" &&
+   cmp -s "$tmp/out/figure-6.png" "$res/figure-6/figure-6.png"; then
+  pass "figure-6 is byte-for-byte reproducible"
+else
+  fail "figure-6 differs between two runs on the same input"
+fi
 
 # README from every compare.csv and meta.json.
 run "results_readme.py" "$py" "$plots/results_readme.py" --results "$res"
 nonempty "$res/README.md"
-for want in "make figures" "## figure-10" "## offload-qps" "## primitives" \
-            "6 hit, 2 miss, 1 no data" "2 hit, 0 miss" "Overall: 14 hit, 4 miss, 2 no data." "(figure-10/figure-10.png)" \
+for want in "make figures" "## figure-10" "## offload-qps" "## primitives" "## figure-6" "## figure-7" \
+            "6 hit, 2 miss, 1 no data" "2 hit, 0 miss" "Overall: 23 hit, 5 miss, 3 no data." "(figure-10/figure-10.png)" \
+            "(figure-6/figure-6.png)" "(figure-7/figure-7.png)" \
             "| 0.99 | hit |" "**miss**" "no data"; do
   grep -qF -- "$want" "$res/README.md" || fail "README.md lacks '$want'"
 done
@@ -111,7 +149,7 @@ cmp -s "$res/README.md" "$tmp/README.first" && pass "README.md is deterministic"
 # Degraded inputs: no compare.csv / meta.json, optional columns gone, an empty
 # panel. Every script must still draw (warnings only).
 deg="$tmp/degraded"
-mkdir -p "$deg/figure-10" "$deg/offload-qps" "$deg/primitives"
+mkdir -p "$deg/figure-10" "$deg/offload-qps" "$deg/primitives" "$deg/figure-6" "$deg/figure-7"
 cp "$res/figure-10/figure-10.csv" "$deg/figure-10/"
 "$py" - "$res" "$deg" <<'EOF'
 import csv, sys
@@ -135,10 +173,22 @@ rewrite(f"{res}/offload-qps/offload-qps.csv", f"{deg}/offload-qps/offload-qps.cs
 rewrite(f"{res}/primitives/primitives.csv", f"{deg}/primitives/primitives.csv",
         drop=("free_lat_us_mean", "free_lat_us_p99", "lat_us_p99"),
         keep=lambda r: r["op"] == "mr_reg")
+# figure-6: one workload, 1 KB only, no dealloc_rate/mn_cpu_peak/alloc_bytes/seed
+# columns (granularity from the knobs), no RPC-MW(type-1) series, no compare.csv
+rewrite(f"{res}/figure-6/figure-6.csv", f"{deg}/figure-6/figure-6.csv",
+        drop=("dealloc_rate", "mn_cpu_peak", "alloc_bytes", "seed"),
+        keep=lambda r: r["workload"] == "fillsync" and r["value_bytes"] == "1024"
+        and r["seed"] == "1" and not r["variant"].startswith("type1"))
+# figure-7: no threads_total (threads x cns), no p99, no variant column, no
+# unlimited series
+rewrite(f"{res}/figure-7/figure-7.csv", f"{deg}/figure-7/figure-7.csv",
+        drop=("threads_total", "lat_us_p99", "variant"),
+        keep=lambda r: r["mn_cores"] != "unlimited")
 EOF
+cp "$res/figure-7/compare.csv" "$deg/figure-7/"
 cp "$res/offload-qps/compare.csv" "$deg/offload-qps/"   # compare but no meta.json
 printf 'figure,label\n' >"$deg/primitives/compare.csv"  # a compare.csv with no rows
-for n in figure-10 offload-qps primitives; do
+for n in figure-10 offload-qps primitives figure-6 figure-7; do
   run "$n.py on degraded input" "$py" "$plots/$n.py" --results "$deg/$n"
   grep -q "warning" "$tmp/err.log" || fail "$n.py: no warning on degraded input"
   grep -q "Traceback" "$tmp/err.log" && fail "$n.py: a Python traceback on degraded input"
@@ -160,6 +210,19 @@ expect_error "offload-qps.py, no CSV" \
 expect_error "primitives.py, no CSV" \
   "primitives.csv not found: run \`make primitives\` first" \
   "$py" "$plots/primitives.py" --results "$tmp/nowhere/primitives"
+expect_error "figure-6.py, no CSV" \
+  "figure-6.csv not found: run \`make figure-6\` first" \
+  "$py" "$plots/figure-6.py" --results "$tmp/nowhere/figure-6"
+expect_error "figure-7.py, no CSV" \
+  "figure-7.csv not found: run \`make figure-7\` first" \
+  "$py" "$plots/figure-7.py" --results "$tmp/nowhere/figure-7"
+mkdir -p "$tmp/bad/figure-6" "$tmp/bad/figure-7"
+printf 'system,op,lat_us_mean\nstatic_mr,kv,3\n' >"$tmp/bad/figure-6/figure-6.csv"
+expect_error "figure-6.py, no tput_mops column" "missing column(s) tput_mops" \
+  "$py" "$plots/figure-6.py" --results "$tmp/bad/figure-6"
+printf 'system,op,tput_mops\n' >"$tmp/bad/figure-7/figure-7.csv"
+expect_error "figure-7.py, header only" "has no rows" \
+  "$py" "$plots/figure-7.py" --results "$tmp/bad/figure-7"
 expect_error "results_readme.py, no results" "not found" \
   "$py" "$plots/results_readme.py" --results "$tmp/nowhere"
 mkdir -p "$tmp/bad/figure-10"

@@ -41,7 +41,7 @@ Task<void> MnBase::Start() {
   a.pd = pd_;
   a.send_cq = admin_cq_;
   a.recv_cq = admin_cq_;
-  a.max_send_wr = 4096;
+  a.max_send_wr = 1u << 16;  // every MN core may have binds in flight (unlimited cores)
   a.invalidate_any_qp = true;
   admin_qp_ = node_->CreateQp(a);
   fabric::QpInitAttr peer = a;

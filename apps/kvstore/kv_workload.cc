@@ -1,0 +1,289 @@
+#include "apps/kvstore/kv_workload.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "apps/kvstore/kv_client.h"
+#include "systems/common/wait_list.h"
+#include "systems/knobs.h"
+
+namespace dmb::apps::kv {
+namespace {
+
+using systems::ConfigError;
+using systems::Status;
+
+constexpr char kAlphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+// Deterministic per-partition stream (std::mt19937_64's output is fixed by
+// the standard; distributions are not, so none is used).
+std::mt19937_64 Stream(uint64_t seed, uint32_t partition, uint64_t purpose) {
+  uint64_t z = seed ^ (0x9E3779B97F4A7C15ull * (partition + 1)) ^ (0xD1B54A32D192ED03ull * purpose);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return std::mt19937_64(z ^ (z >> 31));
+}
+
+uint64_t Below(std::mt19937_64& rng, uint64_t n) { return n ? rng() % n : 0; }
+
+// New keys of one partition, never repeated.
+class KeyGen {
+ public:
+  KeyGen(const KvOptions& o, uint32_t partition, uint32_t key_bytes, uint64_t seed)
+      : o_(o), partition_(partition), key_bytes_(key_bytes), rng_(Stream(seed, partition, 1)) {}
+  std::string Next() {
+    std::string k(key_bytes_, '\0');
+    for (;;) {
+      for (auto& c : k) c = kAlphabet[rng_() % (sizeof(kAlphabet) - 1)];
+      if (KvClient::PartitionOf(k, o_) == partition_ && seen_.insert(k).second) return k;
+    }
+  }
+
+ private:
+  const KvOptions& o_;
+  uint32_t partition_;
+  uint32_t key_bytes_;
+  std::mt19937_64 rng_;
+  std::unordered_set<std::string> seen_;
+};
+
+struct Shared {
+  microbench::Testbed* tb = nullptr;
+  const KvWorkloadSpec* spec = nullptr;
+  KvOptions opts;
+  uint64_t granularity = 0;
+  int threads = 0;
+  bool two_phases = false;
+  // Barrier.
+  int arrived = 0;
+  uint64_t generation = 0;
+  systems::WaitList wake;
+  std::vector<Ps> barrier_at;  // when each barrier released
+  std::vector<Ps> busy_at;     // MN CPU busy_ps then
+  // Results.
+  KvWorkloadResult* r = nullptr;
+  uint64_t held_chunks = 0, peak_chunks = 0;
+};
+
+Task<void> Barrier(Shared* sh) {
+  const uint64_t gen = sh->generation;
+  if (++sh->arrived == sh->threads) {
+    sh->arrived = 0;
+    ++sh->generation;
+    sh->barrier_at.push_back(sh->tb->now());
+    sh->busy_at.push_back(sh->tb->mn_node()->cpu().busy_ps());
+    sh->wake.NotifyAll();
+    co_return;
+  }
+  while (sh->generation == gen) co_await sh->wake.Wait();
+}
+
+void Fail(Shared* sh, const Status& st, const std::string& what) {
+  if (sh->r->failures++ == 0) {
+    sh->r->first_failure = what + ": " + st.ToString();
+    sh->r->first_failure_oom = st.code() == systems::Code::kOutOfMemory;
+  }
+}
+
+// Keeps the store's MN footprint (sum over clients) and its peak exact.
+struct Footprint {
+  Shared* sh;
+  const KvClient* kv;
+  uint64_t mine = 0;
+  void Update() {
+    const uint64_t now = kv->alloc_stats().chunks_held + kv->index_chunks();
+    sh->held_chunks = sh->held_chunks + now - mine;
+    mine = now;
+    sh->peak_chunks = std::max(sh->peak_chunks, sh->held_chunks);
+  }
+};
+
+Task<void> Client(Shared* sh, KvClient* kv, uint64_t share) {
+  const KvWorkloadSpec& spec = *sh->spec;
+  KvWorkloadResult& r = *sh->r;
+  fabric::Runtime& rt = sh->tb->runtime();
+  const uint32_t p = kv->partition();
+  KeyGen gen(sh->opts, p, spec.key_bytes, spec.seed);
+  std::mt19937_64 ops_rng = Stream(spec.seed, p, 2);
+  const std::string value(spec.value_bytes, 'v');
+  std::vector<std::string> inserted;
+  Footprint fp{sh, kv};
+  fp.Update();
+  // Keys are drawn before the phase starts (CN work outside virtual time anyway).
+  const bool ycsbd = spec.workload == "ycsbd";
+  std::vector<std::string> fresh;
+  if (!ycsbd) {
+    fresh.reserve(share);
+    for (uint64_t i = 0; i < share; ++i) fresh.push_back(gen.Next());
+  }
+  co_await Barrier(sh);
+  for (uint64_t i = 0; i < share; ++i) {
+    const bool read = ycsbd && !inserted.empty() && (ops_rng() & 1);
+    const Ps t0 = rt.now();
+    if (read) {
+      const std::string& k = inserted[Below(ops_rng, inserted.size())];
+      auto g = co_await kv->Get(k);
+      const Ps dt = rt.now() - t0;
+      if (!g.ok()) {
+        Fail(sh, g.status, "get");
+      } else if (!g.value || g.value->size() != value.size()) {
+        Fail(sh, Status(systems::Code::kInvalidArgument, "key " + k + " lost"), "get");
+      }
+      r.lat.Record(dt);
+      r.get_lat.Record(dt);
+      ++r.gets;
+    } else {
+      std::string k = ycsbd ? gen.Next() : std::move(fresh[i]);
+      const Status st = co_await kv->Put(k, value);
+      const Ps dt = rt.now() - t0;
+      if (st.ok()) {
+        inserted.push_back(std::move(k));
+      } else {
+        Fail(sh, st, "put");
+      }
+      r.lat.Record(dt);
+      r.insert_lat.Record(dt);
+      ++r.inserts;
+    }
+    ++r.ops;
+    fp.Update();
+  }
+  co_await Barrier(sh);
+  if (sh->two_phases) {
+    // A random delete_fraction of this client's keys (partial Fisher-Yates).
+    const size_t n = inserted.size();
+    const size_t del = static_cast<size_t>(static_cast<double>(n) * spec.delete_fraction);
+    std::mt19937_64 del_rng = Stream(spec.seed, p, 3);
+    for (size_t i = 0; i < del; ++i) std::swap(inserted[i], inserted[i + Below(del_rng, n - i)]);
+    for (size_t i = 0; i < del; ++i) {
+      const Ps t0 = rt.now();
+      auto d = co_await kv->Delete(inserted[i]);
+      r.delete_lat.Record(rt.now() - t0);
+      if (!d.ok()) {
+        Fail(sh, d.status, "delete");
+      } else if (!d.value) {
+        Fail(sh, Status(systems::Code::kInvalidArgument, "key " + inserted[i] + " not found"),
+             "delete");
+      }
+      ++r.deletes;
+      fp.Update();
+    }
+    co_await Barrier(sh);
+  }
+}
+
+Task<void> Open(KvClient* kv, Status* st) { *st = co_await kv->Open(); }
+Task<void> Close(KvClient* kv) { (void)co_await kv->Close(); }
+
+std::string Size(uint64_t b) { return systems::FormatSize(b); }
+
+}  // namespace
+
+KvWorkloadResult RunKvWorkload(microbench::Testbed& tb, const KvWorkloadSpec& spec) {
+  if (spec.workload != "fillsync" && spec.workload != "ycsbd" && spec.workload != "insert") {
+    throw ConfigError("unknown workload '" + spec.workload + "'; known: fillsync, ycsbd, insert");
+  }
+  if (spec.threads < 1) throw ConfigError("threads must be at least 1");
+  if (spec.key_bytes < 8) {
+    throw ConfigError("key_bytes " + std::to_string(spec.key_bytes) +
+                      ": keys need at least 8 bytes (random alphanumerics)");
+  }
+  if (spec.keys < 1) throw ConfigError("keys must be at least 1");
+  const int cns = static_cast<int>(tb.mm().num_cns());
+  KvWorkloadResult r;
+  r.threads_total = cns * spec.threads;
+  const uint64_t n = static_cast<uint64_t>(r.threads_total);
+  const uint64_t per = (spec.keys + n - 1) / n;  // most keys a partition gets
+  Shared sh;
+  sh.tb = &tb;
+  sh.spec = &spec;
+  sh.r = &r;
+  sh.threads = r.threads_total;
+  sh.two_phases = spec.workload != "insert";
+  sh.opts.num_cns = static_cast<uint32_t>(cns);
+  sh.opts.threads_per_cn = static_cast<uint32_t>(spec.threads);
+  // 8 slots per bucket: at most half full, so a key always finds a slot.
+  sh.opts.buckets_per_partition = std::max<uint64_t>(64, (per + 3) / 4);
+  r.buckets_per_partition = sh.opts.buckets_per_partition;
+  r.knobs = tb.mm().knobs().ToString();
+  r.granularity_bytes = tb.mm().caps().granularity_bytes;
+
+  // Clients before the testbed goes: declared after it by the caller.
+  std::vector<std::unique_ptr<KvClient>> kvs;
+  std::vector<Status> opened(n);
+  std::vector<Task<void>> open;
+  for (uint64_t i = 0; i < n; ++i) {
+    kvs.push_back(std::make_unique<KvClient>(tb.mm(), sh.opts,
+                                             static_cast<uint32_t>(i / spec.threads),
+                                             static_cast<uint32_t>(i % spec.threads)));
+    open.push_back(Open(kvs.back().get(), &opened[i]));
+  }
+  tb.RunAll(std::move(open));
+  auto close_all = [&] {
+    std::vector<Task<void>> close;
+    for (auto& kv : kvs) close.push_back(Close(kv.get()));
+    tb.RunAll(std::move(close));
+  };
+  for (const Status& st : opened) {
+    if (st.ok()) continue;
+    close_all();
+    if (st.code() == systems::Code::kUnsupported) throw ConfigError(st.message());
+    if (st.code() == systems::Code::kOutOfMemory) {
+      throw ConfigError("opening the KV store (" + std::to_string(n) + " partitions of " +
+                        std::to_string(sh.opts.buckets_per_partition) +
+                        " buckets, each at least one " + Size(r.granularity_bytes) +
+                        " chunk): " + st.ToString() + "; use a larger --pool");
+    }
+    throw std::runtime_error("opening the KV store: " + st.ToString());
+  }
+  r.commit = std::string(CommitModeName(kvs[0]->commit_mode()));
+  // A KV block: u32 key length | u32 value length | key | value.
+  const uint64_t block = 8ull + spec.key_bytes + spec.value_bytes;
+  const std::vector<uint32_t> classes = SlabAllocator::DefaultClasses(r.granularity_bytes);
+  if (classes.empty() || classes.back() < block) {
+    close_all();
+    const std::string what = "a " + std::to_string(spec.key_bytes) + " B key and " +
+                             Size(spec.value_bytes) + " value need a " + std::to_string(block) +
+                             " B KV block";
+    uint64_t need = 64;
+    while (need < block) need *= 2;
+    if (need > 32768) {
+      throw ConfigError(what + "; the store's largest size class is 32KB; use a smaller value");
+    }
+    throw ConfigError(what + ", larger than " + tb.mm().system() + "'s " +
+                      Size(r.granularity_bytes) +
+                      " chunks (a block never spans chunks); use a "
+                      "granularity >= " +
+                      Size(need) + " (--set granularity=" + Size(need) + ") or a smaller value");
+  }
+
+  fabric::Cpu& cpu = tb.mn_node()->cpu();
+  std::vector<Task<void>> clients;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t share = spec.keys / n + (i < spec.keys % n ? 1 : 0);
+    clients.push_back(Client(&sh, kvs[i].get(), share));
+  }
+  tb.RunAll(std::move(clients));
+  // barrier_at: phase 1 starts, phase 1 ends [, phase 2 ends].
+  r.phase1_ps = sh.barrier_at.at(1) - sh.barrier_at.at(0);
+  if (sh.two_phases) r.phase2_ps = sh.barrier_at.at(2) - sh.barrier_at.at(1);
+  r.mn_cpu_mean = r.phase1_ps > 0 ? static_cast<double>(sh.busy_at[1] - sh.busy_at[0]) /
+                                        static_cast<double>(r.phase1_ps)
+                                  : 0;
+  r.mn_cpu_peak = cpu.PeakBusyFraction(spec.cpu_window_ps, sh.barrier_at[0]) * cpu.cores();
+  r.peak_mn_bytes = sh.peak_chunks * r.granularity_bytes;
+  r.final_mn_bytes = sh.held_chunks * r.granularity_bytes;
+  r.dealloc_rate = sh.peak_chunks ? static_cast<double>(sh.peak_chunks - sh.held_chunks) /
+                                        static_cast<double>(sh.peak_chunks)
+                                  : 0;
+  close_all();
+  return r;
+}
+
+}  // namespace dmb::apps::kv

@@ -1,0 +1,89 @@
+// RunKvWorkload: the OneSidedMW paper's KV-store workloads (§6.1, Figures 6
+// and 7) on a Testbed, in virtual time.
+//
+// Clients: cns x threads KvClients, one per partition (see kv_client.h), all
+// opened before anything is measured. Every key a client inserts belongs to
+// its own partition: keys are `key_bytes` random alphanumerics drawn from a
+// per-partition generator seeded from `seed`, kept only if
+// KvClient::PartitionOf names the client (same seed => same keys, ops and
+// numbers).
+//
+// Workloads (phase 1 is measured; phase 2 when the workload has one):
+//   fillsync  phase 1: each client inserts its share of `keys` new keys;
+//             phase 2 (deleterandom): it deletes a random 90% of them.
+//   ycsbd     phase 1: each client runs its share of `keys` ops, 50% inserts
+//             of new keys and 50% reads of a key it already inserted (a read
+//             before any insert is an insert); phase 2 as fillsync.
+//   insert    phase 1 only: inserts, as fillsync (Figure 7).
+// Each phase starts when every client is ready (barrier) and ends when the
+// last one finishes.
+//
+// Memory: the store's MN bytes are the chunks its clients hold (value slabs
+// and index), tracked exactly after every op. dealloc_rate = (peak - held
+// after the workload) / peak: the fraction of its peak footprint the store
+// gave back to the MN by deleting (0 when nothing is deleted or when no
+// chunk empties, e.g. 16 MB static_mr regions).
+//
+// MN CPU: cores busy (1.0 = one core saturated) over aligned 100 us windows
+// of virtual time from the start of phase 1 to the end of the last phase,
+// from the MN CPU's own per-window accounting (work counted when it runs,
+// not when it is queued); peak = the busiest window.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "fabric/histogram.h"
+#include "microbench/testbed.h"
+
+namespace dmb::apps::kv {
+
+struct KvWorkloadSpec {
+  std::string workload = "fillsync";  // fillsync | ycsbd | insert
+  int threads = 1;                    // clients per CN (the testbed's CNs all run clients)
+  uint64_t keys = 100000;             // fillsync/insert: keys over all clients; ycsbd: ops
+  uint32_t value_bytes = 1024;
+  uint32_t key_bytes = 16;
+  uint64_t seed = 1;
+  double delete_fraction = 0.9;       // of each client's inserted keys, in phase 2
+  Ps cpu_window_ps = 100 * kPsPerUs;  // MN CPU peak window
+};
+
+struct KvWorkloadResult {
+  std::string knobs;
+  std::string commit;  // "cas" | "write"
+  uint64_t granularity_bytes = 0;
+  uint64_t buckets_per_partition = 0;
+  int threads_total = 0;
+  // Phase 1.
+  Ps phase1_ps = 0;
+  uint64_t ops = 0;  // phase-1 ops, all clients
+  uint64_t inserts = 0, gets = 0;
+  Histogram lat, insert_lat, get_lat;
+  // Phase 2 (deletes); 0 without one.
+  Ps phase2_ps = 0;
+  uint64_t deletes = 0;
+  Histogram delete_lat;
+  // Ops that did not do what they should (error, lost key); first one's text.
+  uint64_t failures = 0;
+  std::string first_failure;
+  bool first_failure_oom = false;
+  // Store memory on the MN.
+  uint64_t peak_mn_bytes = 0;
+  uint64_t final_mn_bytes = 0;  // after the workload, before Close
+  double dealloc_rate = 0;
+  // MN CPU, cores busy.
+  double mn_cpu_peak = 0;
+  double mn_cpu_mean = 0;  // over phase 1
+
+  double tput_mops() const { return phase1_ps > 0 ? ops / PsToUs(phase1_ps) : 0; }
+  double delete_tput_mops() const { return phase2_ps > 0 ? deletes / PsToUs(phase2_ps) : 0; }
+};
+
+// Throws systems::ConfigError for bad input, an approach the store refuses
+// (the store's kUnsupported message) or a value no size class holds (naming
+// the granularity that would); std::runtime_error if the store fails to open
+// otherwise.
+KvWorkloadResult RunKvWorkload(microbench::Testbed& tb, const KvWorkloadSpec& spec);
+
+}  // namespace dmb::apps::kv
