@@ -311,8 +311,11 @@ std::string Shell(const std::string& cmd) {
 std::string MetaJson(const Spec& spec, double wall_s) {
   const std::string dir = fs::absolute(spec.path).parent_path().string();
   const std::string sha = Shell("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
-  const bool dirty =
-      !Shell("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null").empty();
+  // Dirty: the code or specs differ from the commit (results/ itself does not count).
+  const bool dirty = !Shell("git -C '" + dir +
+                            "' status --porcelain --untracked-files=no -- ':(top)' "
+                            "':(top,exclude)results' 2>/dev/null")
+                          .empty();
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   std::string seeds;
