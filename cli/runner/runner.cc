@@ -47,7 +47,7 @@ const std::map<std::string, std::map<std::string, std::string>> kOpDefaults = {
     {"alloc", {{"ops", "200"}}},
     {"offload_read", {{"size", "4096"}, {"ops", "1000"}, {"offload_qps", "0"}}},
     {"mr_reg", {{"size", "4096"}, {"page", "4096"}}},
-    {"kv", {{"workload", "fillsync"}, {"value", "1024"}, {"keys", "100000"}}},
+    {"kv", {{"workload", "fillsync"}, {"value", "1024"}, {"keys", "1000000"}}},
     {"mw_bind", {{"size", "4096"}, {"mw_type", "1"}}},
 };
 
