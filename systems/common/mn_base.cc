@@ -1,5 +1,6 @@
 #include "systems/common/mn_base.h"
 
+#include <cerrno>
 #include <cstring>
 #include <stdexcept>
 
@@ -41,7 +42,7 @@ Task<void> MnBase::Start() {
   a.pd = pd_;
   a.send_cq = admin_cq_;
   a.recv_cq = admin_cq_;
-  a.max_send_wr = 1u << 16;  // every MN core may have binds in flight (unlimited cores)
+  a.max_send_wr = 4096;  // a full ring makes posters wait for room (AdminPost)
   a.invalidate_any_qp = true;
   admin_qp_ = node_->CreateQp(a);
   fabric::QpInitAttr peer = a;
@@ -152,15 +153,20 @@ Task<fabric::WorkCompletion> MnBase::AdminExec(fabric::SendWr wr) {
   AdminWaiter w;
   wr.wr_id = reinterpret_cast<uint64_t>(&w);
   wr.flags |= fabric::kSignaled;
-  co_return co_await AwaitAdmin(&w, admin_qp_->PostSend(wr));
+  int rc;
+  while ((rc = admin_qp_->PostSend(wr)) == ENOMEM) co_await admin_room_.Wait();
+  co_return co_await AwaitAdmin(&w, rc);
 }
 
 Task<fabric::WorkCompletion> MnBase::AdminBindType1(fabric::Mw* mw, fabric::Mr* mr, uint64_t addr,
                                                     uint64_t length, uint32_t access,
                                                     uint32_t new_rkey) {
   AdminWaiter w;
-  const int rc = admin_qp_->BindMw(mw, reinterpret_cast<uint64_t>(&w), mr, addr, length, access,
-                                   new_rkey, fabric::kSignaled);
+  int rc;
+  while ((rc = admin_qp_->BindMw(mw, reinterpret_cast<uint64_t>(&w), mr, addr, length, access,
+                                 new_rkey, fabric::kSignaled)) == ENOMEM) {
+    co_await admin_room_.Wait();  // many MN cores outpace the admin QP: backpressure
+  }
   co_return co_await AwaitAdmin(&w, rc);
 }
 
@@ -171,6 +177,7 @@ Task<void> MnBase::AdminReaper() {
     w->wc = wc;
     w->done = true;
     if (w->h) w->h.resume();
+    admin_room_.NotifyAll();  // a ring slot is free again
   }
 }
 

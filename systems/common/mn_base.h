@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "systems/common/rpc.h"
+#include "systems/common/wait_list.h"
 #include "systems/memory_manager.h"
 
 namespace dmb::systems {
@@ -103,6 +104,7 @@ class MnBase : public MnSide {
   fabric::Cq* recv_cq_ = nullptr;
   fabric::Cq* send_cq_ = nullptr;  // lanes' unsignaled SENDs (errors counted only)
   fabric::Cq* admin_cq_ = nullptr;
+  WaitList admin_room_;             // posters waiting for a free admin send-ring slot
   fabric::Mr* arena_mr_ = nullptr;  // RPC slots of every lane
   uint64_t arena_next_ = 0;
   std::vector<std::unique_ptr<MnLane>> lanes_;
