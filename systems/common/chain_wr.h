@@ -58,6 +58,24 @@ inline fabric::SendWr SwapReadWr(uint64_t src, uint32_t rkey, uint64_t dst, uint
   return w;
 }
 
+// Advances a ring's head or tail by one 8-byte element inside its aligned
+// ring: a masked FETCH_AND_ADD of +8 whose field-boundary mask `boundary`
+// (bit log2(ring_bytes) - 1) drops the carry out of the ring offset ([ODRP]
+// §4.2 "modulo by masking"). The old value (the claimed element's address,
+// host LE) lands at [result, +8). Signaled.
+inline fabric::SendWr RingAdvanceWr(uint64_t counter_addr, uint32_t rkey, uint64_t boundary,
+                                    uint64_t result, uint32_t lkey, uint64_t wr_id = 0) {
+  fabric::SendWr f;
+  f.wr_id = wr_id;
+  f.opcode = fabric::Opcode::kMaskedFetchAndAdd;
+  f.remote_addr = counter_addr;
+  f.rkey = rkey;
+  f.compare_add = 8;
+  f.swap = boundary;
+  f.sg_list = {{result, 8, lkey}};
+  return f;
+}
+
 // Posts `wr` on `qp` or throws VerbsError "<who>: posting <what> on qp N
 // failed (ring full | bad WR or QP state)".
 inline void PostOrThrow(fabric::Qp* qp, const fabric::SendWr& wr, const char* who,

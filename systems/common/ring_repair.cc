@@ -6,6 +6,7 @@
 #include <string>
 
 #include "fabric/wqe_layout.h"
+#include "systems/common/chain_wr.h"
 
 namespace dmb::systems {
 
@@ -52,14 +53,9 @@ uint64_t RingRepair::LoadElementAt(uint64_t pos) const {
 }
 
 Task<uint64_t> RingRepair::Enqueue(uint64_t element) {
-  SendWr f;
-  f.opcode = Opcode::kMaskedFetchAndAdd;
-  f.remote_addr = ring_.tail_addr;
-  f.rkey = ring_.mr->rkey();
-  f.compare_add = 8;
-  f.swap = (ring_.ring_bytes >> 1) | (1ull << 63);  // no carry out of the ring offset
-  f.sg_list = {{scratch_, 8, scratch_mr_->lkey()}};
-  const fabric::WorkCompletion wc = co_await Exec(f);
+  const fabric::WorkCompletion wc = co_await Exec(
+      chain::RingAdvanceWr(ring_.tail_addr, ring_.mr->rkey(),
+                           (ring_.ring_bytes >> 1) | (1ull << 63), scratch_, scratch_mr_->lkey()));
   if (wc.status != fabric::WcStatus::kSuccess) {
     throw fabric::VerbsError(EIO, std::string("RingRepair: tail FAA failed: ") +
                                       std::string(fabric::WcStatusName(wc.status)));

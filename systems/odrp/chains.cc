@@ -365,15 +365,8 @@ void Chain::BuildStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* 
   const uint32_t lwq = l_->wq_lkey();
   const uint64_t tag = uint64_t{s} << 8;
   // U1: claim an element.
-  SendWr f;
-  f.wr_id = tag | 1;
-  f.opcode = Opcode::kMaskedFetchAndAdd;
-  f.remote_addr = mn_->head_addr();
-  f.rkey = meta_key;
-  f.compare_add = kElementBytes;
-  f.swap = mn_->layout().BoundaryMask();
-  f.sg_list = {{faa, 8, scratch_mr_->lkey()}};
-  l->push_back(f);
+  l->push_back(chain::RingAdvanceWr(mn_->head_addr(), meta_key, mn_->layout().BoundaryMask(), faa,
+                                    scratch_mr_->lkey(), tag | 1));
   // U2, U3: EndianSwap the element address into U4 and U6.
   SendWr u2 =
       chain::SwapReadWr(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 3) + WqeLayout::kRemoteAddr, lwq);
@@ -505,15 +498,9 @@ void Chain::BuildInvalidate(uint32_t s, std::vector<SendWr>* l, std::vector<Send
   // V4: the check: the entry must name a pool page (0 fails the bounds check).
   l->push_back(read(4, 0 /* <- V3 */, mn_->pool_mr()->rkey(), chk_addr(s), scratch_mr_->lkey()));
   // V5: claim the tail element, only after the check passed.
-  SendWr f;
-  f.wr_id = tag | 5;
-  f.opcode = Opcode::kMaskedFetchAndAdd;
+  SendWr f = chain::RingAdvanceWr(mn_->tail_addr(), meta_key, mn_->layout().BoundaryMask(),
+                                  faa_addr(s), scratch_mr_->lkey(), tag | 5);
   f.flags = fabric::kSignaled | fabric::kFence;
-  f.remote_addr = mn_->tail_addr();
-  f.rkey = meta_key;
-  f.compare_add = kElementBytes;
-  f.swap = mn_->layout().BoundaryMask();
-  f.sg_list = {{faa_addr(s), 8, scratch_mr_->lkey()}};
   l->push_back(f);
   // V6: EndianSwap the old tail into V8's remote address.
   SendWr v6 = chain::SwapReadWr(faa_addr(s), scratch_mr_->rkey(),

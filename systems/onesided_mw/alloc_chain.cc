@@ -221,17 +221,10 @@ Task<void> AllocChain::Arm(uint32_t n) {
     }
 
     // L1: claim an element: head += 8 inside the ring; old head -> faa_result.
-    {
-      SendWr f;
-      f.wr_id = tag | 1;
-      f.opcode = Opcode::kMaskedFetchAndAdd;
-      f.remote_addr = md_->head_addr();
-      f.rkey = meta_rkey;
-      f.compare_add = kElementBytes;
-      f.swap = lay.HeadBoundaryMask();
-      f.sg_list = {{faa_result, 8, smeta}};
-      chain::PostOrThrow(l_, f, "onesided_mw alloc chain", "L1 masked FAA");
-    }
+    chain::PostOrThrow(l_,
+                       chain::RingAdvanceWr(md_->head_addr(), meta_rkey, lay.HeadBoundaryMask(),
+                                            faa_result, smeta, tag | 1),
+                       "onesided_mw alloc chain", "L1 masked FAA");
     // L2, L3: the element's address, byte-swapped into L4's and L5's remote_addr.
     Post(l_,
          chain::SwapReadWr(faa_result, scratch_meta_mr_->rkey(), l_wqe(3) + WqeLayout::kRemoteAddr,

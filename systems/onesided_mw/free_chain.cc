@@ -223,17 +223,10 @@ Task<void> FreeChain::Arm(uint32_t n) {
       chain::PostOrThrow(l_, w, "onesided_mw free chain", "L2 WRITE owner_id");
     }
     // L3: claim the tail element: tail += 8 inside the ring.
-    {
-      SendWr f;
-      f.wr_id = tag | 3;
-      f.opcode = Opcode::kMaskedFetchAndAdd;
-      f.remote_addr = md_->tail_addr();
-      f.rkey = meta_rkey;
-      f.compare_add = kElementBytes;
-      f.swap = lay.HeadBoundaryMask();
-      f.sg_list = {{faa_result, 8, smeta}};
-      chain::PostOrThrow(l_, f, "onesided_mw free chain", "L3 masked FAA tail");
-    }
+    chain::PostOrThrow(l_,
+                       chain::RingAdvanceWr(md_->tail_addr(), meta_rkey, lay.HeadBoundaryMask(),
+                                            faa_result, smeta, tag | 3),
+                       "onesided_mw free chain", "L3 masked FAA tail");
     // L4: the element's address, byte-swapped into L5's remote_addr.
     {
       SendWr r;
