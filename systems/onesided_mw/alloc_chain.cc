@@ -36,12 +36,16 @@ Task<std::unique_ptr<AllocChain>> AllocChain::Create(fabric::Cluster* cluster, M
   fabric::Node* mn = md->node();
   fabric::RequireCaps(*mn, {"cross_channel", "qpn_in_bind", "mw_type2", "masked_atomics"},
                       "onesided_mw allocation chain");
-  if (cfg.max_instances == 0) {
-    throw std::invalid_argument("onesided_mw alloc chain: max_instances must be >= 1");
-  }
-  if (cfg.recycle && (cfg.max_instances < 4 || !std::has_single_bit(cfg.max_instances))) {
+  if (cfg.max_instances == 0 || cfg.lanes == 0 || cfg.max_instances % cfg.lanes != 0) {
     throw std::invalid_argument(
-        "onesided_mw alloc chain: a recycling chain needs a power of two >= 4 instances");
+        "onesided_mw alloc chain: max_instances must be a positive multiple of lanes (got " +
+        std::to_string(cfg.max_instances) + " instances, " + std::to_string(cfg.lanes) + " lanes)");
+  }
+  const uint32_t per_lane = cfg.max_instances / cfg.lanes;
+  if (cfg.recycle && (per_lane < 4 || !std::has_single_bit(per_lane))) {
+    throw std::invalid_argument(
+        "onesided_mw alloc chain: a recycling chain needs a power of two >= 4 instances per "
+        "lane (max_instances / lanes)");
   }
   fabric::Qp* free_qp = mn->QpByNum(cfg.free_qpn);
   if (!free_qp || free_qp->pd() != md->data_pd()) {
@@ -54,20 +58,25 @@ Task<std::unique_ptr<AllocChain>> AllocChain::Create(fabric::Cluster* cluster, M
   ch->mn_ = mn;
   ch->md_ = md;
   ch->cfg_ = cfg;
-  const uint32_t g = md->group_size();
-  const uint32_t n = cfg.max_instances;
-  const bool rec = cfg.recycle;
+  co_await ch->CreateQps();
+  co_await ch->CreateScratch();
+  co_return ch;
+}
 
+Task<void> AllocChain::CreateQps() {
+  const uint32_t g = md_->group_size();
+  const uint32_t n = cfg_.max_instances;
+  const uint32_t per_lane = n / cfg_.lanes;
+  const bool rec = cfg_.recycle;
   // Counted only (the MN CPU never polls them); C's WAITs read the counts.
-  ch->rcq_ = mn->CreateCq(n, /*ignore_overrun=*/true);
-  ch->acq_ = mn->CreateCq(n * (g + 1), true);
-  ch->lcq_ = mn->CreateCq(n * kWorkerWrs, true);
-  ch->ccq_ = mn->CreateCq(n, true);
+  rcq_ = mn_->CreateCq(n, /*ignore_overrun=*/true);
+  acq_ = mn_->CreateCq(n * (g + 1), true);
+  gcq_ = mn_->CreateCq(n, true);
 
   fabric::QpInitAttr a;
-  a.pd = md->data_pd();
-  a.send_cq = ch->acq_;
-  a.recv_cq = ch->rcq_;
+  a.pd = md_->data_pd();
+  a.send_cq = acq_;
+  a.recv_cq = rcq_;
   a.max_send_wr = n * (rec ? AllocSlotWrs(g) : kAllocWrs(g));
   a.max_recv_wr = n * (rec ? kRecvsPerRequestRecycle : 1);
   a.max_send_sge = g + 1;
@@ -75,70 +84,81 @@ Task<std::unique_ptr<AllocChain>> AllocChain::Create(fabric::Cluster* cluster, M
   a.access = 0;  // the alloc lane carries requests, never one-sided data
   a.cross_channel = true;
   a.manage_send = true;
-  ch->a_ = mn->CreateQp(a);
+  a_ = mn_->CreateQp(a);
 
-  ch->l_ = chain::LoopbackQp(cluster, mn,
-                             {.pd = md->meta_pd(),
-                              .cq = ch->lcq_,
-                              .max_send_wr = n * kWorkerWrs,
+  for (uint32_t w = 0; w < cfg_.lanes; ++w) {
+    Lane ln;
+    ln.lcq = mn_->CreateCq(per_lane * kWorkerWrs, true);
+    ln.l = chain::LoopbackQp(cluster_, mn_,
+                             {.pd = md_->meta_pd(),
+                              .cq = ln.lcq,
+                              .max_send_wr = per_lane * kWorkerWrs,
                               .max_send_sge = std::max<uint32_t>(8, g + 4),
                               .managed = true});
-  // Recycling: C runs only as far as it enabled itself.
-  ch->c_ = chain::LoopbackQp(cluster, mn,
-                             {.pd = md->meta_pd(),
-                              .cq = ch->ccq_,
-                              .max_send_wr = n * (rec ? kControlWrsRecycle : kControlWrs),
+    // Recycling: C runs only as far as it enabled itself.
+    ln.c = chain::LoopbackQp(cluster_, mn_,
+                             {.pd = md_->meta_pd(),
+                              .cq = gcq_,
+                              .max_send_wr = per_lane * (rec ? kControlWrsRecycle : kControlWrs),
                               .managed = rec});
-  if (rec) {
-    ch->boot_ = chain::LoopbackQp(cluster, mn, {.pd = md->meta_pd(), .cq = ch->ccq_});
-    // A's RECVs rewrite C's WAIT counts and ENABLE indices: C's ring again in
-    // the data PD, local write only.
-    ch->c_ring_data_mr_ = co_await mn->RegMr(
-        md->data_pd(), ch->c_->SendWqeAddr(0),
-        uint64_t{ch->c_->send_ring_size()} * ch->c_->send_wqe_stride(), fabric::kLocalWrite);
+    if (rec) {
+      // A's RECVs rewrite C's WAIT counts and ENABLE indices: C's ring again
+      // in the data PD, local write only.
+      ln.c_ring_data_mr = co_await mn_->RegMr(
+          md_->data_pd(), ln.c->SendWqeAddr(0),
+          uint64_t{ln.c->send_ring_size()} * ln.c->send_wqe_stride(), fabric::kLocalWrite);
+    }
+    lanes_.push_back(ln);
   }
-
+  if (rec) {
+    boot_ = chain::LoopbackQp(cluster_, mn_,
+                              {.pd = md_->meta_pd(), .cq = gcq_, .max_send_wr = cfg_.lanes});
+  }
   // L6 scatters into A's bind WQEs: A's SQ ring, registered again in the
   // metadata PD (local write only).
-  ch->a_ring_meta_mr_ = co_await mn->RegMr(
-      md->meta_pd(), ch->a_->SendWqeAddr(0),
-      uint64_t{ch->a_->send_ring_size()} * ch->a_->send_wqe_stride(), fabric::kLocalWrite);
-  const uint64_t scratch_bytes = kScratchSlotsOff + kSlotBytes * n;
-  ch->scratch_ = mn->memory().Alloc(scratch_bytes, 64);
-  mn->memory().Fill(ch->scratch_, 0, scratch_bytes);
-  mn->memory().StoreU64(ch->scratch_ + kScratchOwnerOff, cfg.owner_id);
-  ch->scratch_meta_mr_ = co_await mn->RegMr(md->meta_pd(), ch->scratch_, scratch_bytes,
-                                            fabric::kLocalWrite | fabric::kRemoteRead);
-  // A.reply gathers the staged handle: the same bytes, local access in the data PD.
-  ch->scratch_data_mr_ =
-      co_await mn->RegMr(md->data_pd(), ch->scratch_, scratch_bytes, fabric::kLocalWrite);
-  ch->cost_post_ = mn->Cost("verbs.post_send");
-  co_return ch;
+  a_ring_meta_mr_ = co_await mn_->RegMr(md_->meta_pd(), a_->SendWqeAddr(0),
+                                        uint64_t{a_->send_ring_size()} * a_->send_wqe_stride(),
+                                        fabric::kLocalWrite);
 }
 
-std::vector<uint64_t> AllocChain::ControlValues(uint64_t s, uint32_t g, bool recycle) {
-  const uint64_t a0 = s * (recycle ? AllocSlotWrs(g) : kAllocWrs(g));
-  const uint64_t l0 = s * kWorkerWrs;
-  const uint64_t lc = kWorkerWrs * s;
+Task<void> AllocChain::CreateScratch() {
+  const uint64_t scratch_bytes = kScratchSlotsOff + kSlotBytes * cfg_.max_instances;
+  scratch_ = mn_->memory().Alloc(scratch_bytes, 64);
+  mn_->memory().Fill(scratch_, 0, scratch_bytes);
+  mn_->memory().StoreU64(scratch_ + kScratchOwnerOff, cfg_.owner_id);
+  scratch_meta_mr_ = co_await mn_->RegMr(md_->meta_pd(), scratch_, scratch_bytes,
+                                         fabric::kLocalWrite | fabric::kRemoteRead);
+  // A.reply gathers the staged handle: the same bytes, local access in the data PD.
+  scratch_data_mr_ =
+      co_await mn_->RegMr(md_->data_pd(), scratch_, scratch_bytes, fabric::kLocalWrite);
+  cost_post_ = mn_->Cost("verbs.post_send");
+}
+
+std::vector<uint64_t> AllocChain::ControlValues(uint64_t s, uint32_t g, bool recycle,
+                                                uint32_t lanes) {
+  const uint64_t a_per = recycle ? AllocSlotWrs(g) : kAllocWrs(g);
+  const uint64_t a0 = s * a_per;
+  const uint64_t j = s / lanes;  // the lane's j-th instance
+  const uint64_t l0 = j * kWorkerWrs;
   const uint64_t rq = recycle ? kRecvsPerRequestRecycle : 1;
   std::vector<uint64_t> v = {
-      lc,                                           // WAIT lcq: previous ticket
-      rq * (s + 1),                                 // WAIT rcq: the request landed
-      l0 + 1,                                       // EN L1
-      lc + 1,                                       // WAIT L1
-      l0 + 3,                                       // EN L2-L3
-      lc + 3,                                       // WAIT L3
-      l0 + 5,                                       // EN L4-L5
-      lc + 4,                                       // WAIT L4
-      l0 + 6,                                       // EN L6
-      lc + 6,                                       // WAIT L6
-      l0 + 7,                                       // EN L7
-      a0 + g,                                       // EN binds
-      lc + 7,                                       // WAIT L7
-      (uint64_t{g} + 1) * s + g,                    // WAIT binds
-      recycle ? a0 + AllocSlotWrs(g) : a0 + g + 3,  // EN reply, tail (and padding)
+      l0,            // WAIT lcq: the lane's previous ticket
+      rq * (s + 1),  // WAIT rcq: the request landed
+      l0 + 1,        // EN L1
+      l0 + 1,        // WAIT L1
+      l0 + 3,        // EN L2-L3
+      l0 + 3,        // WAIT L3
+      l0 + 5,        // EN L4-L5
+      l0 + 4,        // WAIT L4
+      l0 + 6,        // EN L6
+      l0 + 6,        // WAIT L6
+      l0 + 7,        // EN L7
+      s,             // WAIT gcq: instances before s enabled their part of A
+      a0 + g,        // EN binds
+      l0 + 7,        // WAIT L7
+      a0 + a_per,    // EN reply, ticket ENABLE (and padding)
   };
-  if (recycle) v.push_back(kControlWrsRecycle * (s + 2));  // EN C through instance s+1
+  if (recycle) v.push_back(kControlWrsRecycle * (j + 2));  // EN C through its next instance
   return v;
 }
 
@@ -154,259 +174,275 @@ Task<void> AllocChain::Arm(uint32_t n) {
   }
   const uint32_t g = md_->group_size();
   const uint32_t a_per = rec ? AllocSlotWrs(g) : kAllocWrs(g);
-  const uint32_t meta_rkey = md_->meta_mr()->rkey();
-  const uint32_t smeta = scratch_meta_mr_->lkey();
-  const Layout& lay = md_->layout();
-  for (uint32_t j = 0; j < n; ++j) {
+  for (uint32_t i = 0; i < n; ++i) {
     const uint64_t s = armed_;
-    const uint64_t tag = s << 8;
-    const uint64_t slot = scratch_ + kScratchSlotsOff + kSlotBytes * (s % cfg_.max_instances);
-    const uint64_t faa_result = slot;         // u64 LE
-    const uint64_t staged_handle = slot + 8;  // u64 BE
-    const uint64_t a0 = a_->next_send_index();
-    const uint64_t l0 = l_->next_send_index();
-    const uint64_t c0 = c_->next_send_index();
-    if (a0 != a_per * s || l0 != kWorkerWrs * s ||
-        c0 != (rec ? kControlWrsRecycle : kControlWrs) * s) {
+    const Lane& ln = LaneOf(s);
+    const uint64_t j = LaneIndex(s);
+    if (a_->next_send_index() != a_per * s || ln.l->next_send_index() != kWorkerWrs * j ||
+        ln.c->next_send_index() != (rec ? kControlWrsRecycle : kControlWrs) * j) {
       throw std::logic_error("onesided_mw alloc chain: the chain QPs hold foreign WQEs");
     }
-    auto a_wqe = [&](uint64_t i) { return a_->SendWqeAddr(a0 + i); };
-    auto l_wqe = [&](uint64_t i) { return l_->SendWqeAddr(l0 + i); };
-    const uint64_t reply = g;  // A's WQE g (after binds 0..g-1)
-
-    // A: bind[0..g-1], then the reply.
-    for (uint32_t k = 0; k < g; ++k) {
-      SendWr b;
-      b.wr_id = tag | (0x10 + k);
-      b.opcode = Opcode::kBindMw;
-      b.bind_mw_rkey = 0;   // <- L6 (rkey 0 never binds)
-      b.bind_new_rkey = 0;  // <- L6
-      b.bind_addr = 0;      // <- L6
-      b.bind_length = md_->config().chunk_bytes;
-      b.bind_mr_lkey = md_->pool_mr()->lkey();
-      b.bind_access = md_->config().mw_access;
-      // MW 0: the CN's Free QP. MW k: <- RECV; until then a QP outside the
-      // data PD, which makes the bind fail.
-      b.bind_qpn = k == 0 ? cfg_.free_qpn : l_->qp_num();
-      chain::PostOrThrow(a_, b, "onesided_mw alloc chain", "BIND_MW");
-    }
-    {
-      SendWr w;
-      w.wr_id = tag | 0x20;
-      w.opcode = Opcode::kWriteWithImm;
-      w.imm_data = static_cast<uint32_t>(s);  // recycling: <- RECV
-      w.remote_addr = 0;                      // <- RECV (CN_buff)
-      w.rkey = 0;                             // <- RECV (CN_buff rkey)
-      w.sg_list.push_back({staged_handle, 8, scratch_data_mr_->lkey()});
-      for (uint32_t k = 0; k < g; ++k) {
-        w.sg_list.push_back({a_wqe(k) + WqeLayout::kRemoteAddr,
-                             static_cast<uint32_t>(kMwRecordBytes), a_->wq_lkey()});
-      }
-      chain::PostOrThrow(a_, w, "onesided_mw alloc chain", "reply WRITE_WITH_IMM");
-    }
-    // A's tail, reached only if every bind and the reply succeeded (a failure
-    // moves A to ERR and flushes it): once the reply is acknowledged, release
-    // this instance's ticket on L, which the next instance waits for.
-    // Recycling: both values <- RECV.
-    chain::PostOrThrow(a_, chain::WaitWr(acq_, (uint64_t{g} + 1) * (s + 1)),
-                       "onesided_mw alloc chain", "WAIT reply");
-    chain::PostOrThrow(a_, chain::EnableWr(l_, l0 + kWorkerWrs), "onesided_mw alloc chain",
-                       "ENABLE ticket");
-    for (uint32_t k = kAllocWrs(g); k < a_per; ++k) {
-      SendWr nop;
-      nop.wr_id = tag | 0x30;
-      nop.opcode = Opcode::kNop;
-      nop.flags = 0;  // padding: no completion, counted by no WAIT
-      chain::PostOrThrow(a_, nop, "onesided_mw alloc chain", "NOP padding");
-    }
-
-    // L1: claim an element: head += 8 inside the ring; old head -> faa_result.
-    chain::PostOrThrow(l_,
-                       chain::RingAdvanceWr(md_->head_addr(), meta_rkey, lay.HeadBoundaryMask(),
-                                            faa_result, smeta, tag | 1),
-                       "onesided_mw alloc chain", "L1 masked FAA");
-    // L2, L3: the element's address, byte-swapped into L4's and L5's remote_addr.
-    Post(l_,
-         chain::SwapReadWr(faa_result, scratch_meta_mr_->rkey(), l_wqe(3) + WqeLayout::kRemoteAddr,
-                           l_->wq_lkey(), tag | 2),
-         "L2 swap READ");
-    Post(l_,
-         chain::SwapReadWr(faa_result, scratch_meta_mr_->rkey(), l_wqe(4) + WqeLayout::kRemoteAddr,
-                           l_->wq_lkey(), tag | 3),
-         "L3 swap READ");
-    // L4: READ the element (the entry address, BE) into L6's remote_addr.
-    {
-      SendWr r;
-      r.wr_id = tag | 4;
-      r.opcode = Opcode::kRead;
-      r.flags = fabric::kSignaled | fabric::kFence;  // after L2 landed, whoever enabled it
-      r.remote_addr = 0;                             // <- L2
-      r.rkey = meta_rkey;
-      r.sg_list = {{l_wqe(5) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()}};
-      chain::PostOrThrow(l_, r, "onesided_mw alloc chain", "L4 READ element");
-    }
-    // L5: zero the element (FENCE: only after L4 has read it).
-    {
-      SendWr w;
-      w.wr_id = tag | 5;
-      w.opcode = Opcode::kWrite;
-      w.flags = fabric::kSignaled | fabric::kFence;
-      w.remote_addr = 0;  // <- L3
-      w.rkey = meta_rkey;
-      w.sg_list = {{scratch_ + kScratchZeroOff, 8, smeta}};
-      chain::PostOrThrow(l_, w, "onesided_mw alloc chain", "L5 WRITE zero");
-    }
-    // L6: READ the entry: owner_ptr -> L7, handle -> staging, MW records ->
-    // the binds' bytes 16..31.
-    {
-      SendWr r;
-      r.wr_id = tag | 6;
-      r.opcode = Opcode::kRead;
-      r.flags = fabric::kSignaled | fabric::kFence;  // after L4 landed
-      r.remote_addr = 0;                             // <- L4; 0 (an empty element) faults
-      r.rkey = meta_rkey;
-      r.sg_list.push_back({l_wqe(6) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()});
-      r.sg_list.push_back({staged_handle, 8, smeta});
-      for (uint32_t k = 0; k < g; ++k) {
-        r.sg_list.push_back({a_wqe(k) + WqeLayout::kRemoteAddr,
-                             static_cast<uint32_t>(kMwRecordBytes), a_ring_meta_mr_->lkey()});
-      }
-      chain::PostOrThrow(l_, r, "onesided_mw alloc chain", "L6 READ entry");
-    }
-    // L7: record the owner.
-    {
-      SendWr w;
-      w.wr_id = tag | 7;
-      w.opcode = Opcode::kWrite;
-      w.flags = fabric::kSignaled | fabric::kFence;  // after L6 landed
-      w.remote_addr = 0;                             // <- L6
-      w.rkey = meta_rkey;
-      w.sg_list = {{scratch_ + kScratchOwnerOff, 8, smeta}};
-      chain::PostOrThrow(l_, w, "onesided_mw alloc chain", "L7 WRITE owner_id");
-    }
-    // L8: the ticket that only A's success path enables: a signaled NOP, or
-    // (recycling) a READ of zeros into the binds' rkey fields and into the
-    // addresses L4..L7 were given, which puts the placeholders back for this
-    // instance's next round: a step replayed out of order (a CN's wrong
-    // counts) then faults on address or rkey 0 instead of acting on last
-    // round's element, entry or windows.
-    if (rec) {
-      SendWr t;
-      t.wr_id = tag | 8;
-      t.opcode = Opcode::kRead;
-      t.remote_addr = scratch_ + kScratchZerosOff;
-      t.rkey = scratch_meta_mr_->rkey();
-      for (uint32_t k = 0; k < g; ++k) {
-        t.sg_list.push_back({a_wqe(k) + WqeLayout::kRkey, 4, a_ring_meta_mr_->lkey()});
-      }
-      for (uint32_t i = 3; i <= 6; ++i) {
-        t.sg_list.push_back({l_wqe(i) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()});
-      }
-      chain::PostOrThrow(l_, t, "onesided_mw alloc chain", "L8 ticket READ zeros");
-    } else {
-      SendWr t;
-      t.wr_id = tag | 8;
-      t.opcode = Opcode::kNop;
-      chain::PostOrThrow(l_, t, "onesided_mw alloc chain", "L8 ticket NOP");
-    }
-
-    // The RECV(s) that take the CN's request and rewrite A's (and, recycling,
-    // C's) WQEs.
-    auto post_recv = [&](const RecvWr& rr) {
-      if (const int rc = a_->PostRecv(rr); rc != 0) {
-        throw fabric::VerbsError(rc, "onesided_mw alloc chain: posting the RECV on qp " +
-                                         std::to_string(a_->qp_num()) + " failed");
-      }
-    };
-    if (rec) {
-      // RECV 2s: the operand0 of every WQE of C's next instance.
-      RecvWr rv;
-      rv.wr_id = 2 * s;
-      const uint64_t c_next = kControlWrsRecycle * ((s + 1) % cfg_.max_instances);
-      for (uint32_t i = 0; i < kControlWrsRecycle; ++i) {
-        rv.sg_list.push_back(
-            {c_->SendWqeAddr(c_next + i) + WqeLayout::kOperand0, 8, c_ring_data_mr_->lkey()});
-      }
-      post_recv(rv);
-    }
-    {
-      RecvWr rr;
-      rr.wr_id = rec ? 2 * s + 1 : s;
-      rr.sg_list.push_back({a_wqe(reply) + WqeLayout::kRemoteAddr, 12, a_->wq_lkey()});
-      for (uint32_t k = 1; k < g; ++k) {
-        rr.sg_list.push_back({a_wqe(k) + WqeLayout::kImmInvQpn, 4, a_->wq_lkey()});
-      }
-      if (rec) {
-        rr.sg_list.push_back({a_wqe(reply) + WqeLayout::kImmInvQpn, 4, a_->wq_lkey()});
-        rr.sg_list.push_back({a_wqe(g + 1) + WqeLayout::kOperand0, 8, a_->wq_lkey()});
-        rr.sg_list.push_back({a_wqe(g + 2) + WqeLayout::kOperand0, 8, a_->wq_lkey()});
-        rr.sg_list.push_back({a_->recv_doorbell_addr(), 4, a_->wq_lkey()});
-      }
-      post_recv(rr);
-    }
-
-    // C: the gates (ControlValues: the WAIT counts and ENABLE indices).
-    const std::vector<uint64_t> cv = ControlValues(s, g, rec);
-    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[0]), "onesided_mw alloc chain",
-                       "WAIT previous ticket");
-    chain::PostOrThrow(c_, chain::WaitWr(rcq_, cv[1]), "onesided_mw alloc chain", "WAIT request");
-    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[2]), "onesided_mw alloc chain", "ENABLE L1");
-    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[3]), "onesided_mw alloc chain", "WAIT L1");
-    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[4]), "onesided_mw alloc chain", "ENABLE L2-L3");
-    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[5]), "onesided_mw alloc chain", "WAIT L3");
-    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[6]), "onesided_mw alloc chain", "ENABLE L4-L5");
-    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[7]), "onesided_mw alloc chain", "WAIT L4");
-    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[8]), "onesided_mw alloc chain", "ENABLE L6");
-    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[9]), "onesided_mw alloc chain", "WAIT L6");
-    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[10]), "onesided_mw alloc chain", "ENABLE L7");
-    chain::PostOrThrow(c_, chain::EnableWr(a_, cv[11]), "onesided_mw alloc chain", "ENABLE binds");
-    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[12]), "onesided_mw alloc chain", "WAIT L7");
-    chain::PostOrThrow(c_, chain::WaitWr(acq_, cv[13]), "onesided_mw alloc chain", "WAIT binds");
-    chain::PostOrThrow(c_, chain::EnableWr(a_, cv[14]), "onesided_mw alloc chain",
-                       "ENABLE reply, ticket");
-    if (rec)
-      chain::PostOrThrow(c_, chain::EnableWr(c_, cv[15]), "onesided_mw alloc chain",
-                         "ENABLE C's next instance");
-
+    const uint64_t slot = scratch_ + kScratchSlotsOff + kSlotBytes * (s % cfg_.max_instances);
+    PostAllocPart(s, /*staged_handle=*/slot + 8);
+    PostWorkerPart(s, /*faa_result=*/slot, /*staged_handle=*/slot + 8);
+    PostRecvs(s);
+    PostControlPart(s);
     ++armed_;
-    const uint32_t wrs = (rec ? 2 : 1) + a_per + kWorkerWrs + static_cast<uint32_t>(cv.size());
+    const uint32_t wrs = (rec ? 2 : 1) + a_per + kWorkerWrs + (rec ? 16 : 15);
     co_await mn_->cpu().Work(cost_post_, wrs);
   }
   if (rec) {
-    chain::PostOrThrow(boot_, chain::EnableWr(c_, kControlWrsRecycle), "onesided_mw alloc chain",
-                       "ENABLE C's first instance");
-    co_await mn_->cpu().Work(cost_post_, 1);
+    for (const Lane& ln : lanes_) {
+      chain::PostOrThrow(boot_, chain::EnableWr(ln.c, kControlWrsRecycle),
+                         "onesided_mw alloc chain", "ENABLE C's first instance");
+    }
+    co_await mn_->cpu().Work(cost_post_, cfg_.lanes);
   }
+}
+
+// A's part of instance s: the binds, the reply and the ticket ENABLE (then
+// NOP padding when recycling).
+void AllocChain::PostAllocPart(uint64_t s, uint64_t staged_handle) {
+  const uint32_t g = md_->group_size();
+  const uint64_t tag = s << 8;
+  const uint64_t a0 = AllocIndex(s);
+  const Lane& ln = LaneOf(s);
+  for (uint32_t k = 0; k < g; ++k) {
+    SendWr b;
+    b.wr_id = tag | (0x10 + k);
+    b.opcode = Opcode::kBindMw;
+    b.bind_mw_rkey = 0;   // <- L6 (rkey 0 never binds)
+    b.bind_new_rkey = 0;  // <- L6
+    b.bind_addr = 0;      // <- L6
+    b.bind_length = md_->config().chunk_bytes;
+    b.bind_mr_lkey = md_->pool_mr()->lkey();
+    b.bind_access = md_->config().mw_access;
+    // MW 0: the CN's Free QP. MW k: <- RECV; until then a QP outside the
+    // data PD, which makes the bind fail.
+    b.bind_qpn = k == 0 ? cfg_.free_qpn : lanes_[0].l->qp_num();
+    Post(a_, b, "BIND_MW");
+  }
+  SendWr w;
+  w.wr_id = tag | 0x20;
+  w.opcode = Opcode::kWriteWithImm;
+  w.imm_data = static_cast<uint32_t>(s);  // recycling: <- RECV
+  w.remote_addr = 0;                      // <- RECV (CN_buff)
+  w.rkey = 0;                             // <- RECV (CN_buff rkey)
+  w.sg_list.push_back({staged_handle, 8, scratch_data_mr_->lkey()});
+  for (uint32_t k = 0; k < g; ++k) {
+    w.sg_list.push_back({a_->SendWqeAddr(a0 + k) + WqeLayout::kRemoteAddr,
+                         static_cast<uint32_t>(kMwRecordBytes), a_->wq_lkey()});
+  }
+  Post(a_, w, "reply WRITE_WITH_IMM");
+  // Reached only if every bind succeeded and the reply was posted (a failure
+  // moves A to ERR and flushes this): release the lane's ticket. Recycling:
+  // the index <- RECV.
+  Post(a_, chain::EnableWr(ln.l, kWorkerWrs * (LaneIndex(s) + 1)), "ENABLE ticket");
+  const uint32_t a_per = cfg_.recycle ? AllocSlotWrs(g) : kAllocWrs(g);
+  for (uint32_t k = kAllocWrs(g); k < a_per; ++k) {
+    SendWr nop;
+    nop.wr_id = tag | 0x30;
+    nop.opcode = Opcode::kNop;
+    nop.flags = 0;  // padding: no completion, counted by no WAIT
+    Post(a_, nop, "NOP padding");
+  }
+}
+
+// L_w's part of instance s: L1..L8 (the header's table).
+void AllocChain::PostWorkerPart(uint64_t s, uint64_t faa_result, uint64_t staged_handle) {
+  const uint32_t g = md_->group_size();
+  const uint64_t tag = s << 8;
+  fabric::Qp* l = LaneOf(s).l;
+  const uint64_t l0 = l->next_send_index();
+  const uint64_t a0 = AllocIndex(s);
+  const uint32_t meta_rkey = md_->meta_mr()->rkey();
+  const uint32_t smeta = scratch_meta_mr_->lkey();
+  auto l_field = [&](uint64_t i) { return l->SendWqeAddr(l0 + i) + WqeLayout::kRemoteAddr; };
+  auto meta_op = [&](Opcode op, uint64_t step, uint32_t flags) {
+    SendWr r;
+    r.wr_id = tag | step;
+    r.opcode = op;
+    r.flags = fabric::kSignaled | flags;
+    r.remote_addr = 0;  // <- the step before (0 faults)
+    r.rkey = meta_rkey;
+    return r;
+  };
+  // L1: claim an element: head += 8 inside the ring; old head -> faa_result.
+  Post(l,
+       chain::RingAdvanceWr(md_->head_addr(), meta_rkey, md_->layout().HeadBoundaryMask(),
+                            faa_result, smeta, tag | 1),
+       "L1 masked FAA");
+  // L2 (FENCE: after L1's result landed), L3: the element's address,
+  // byte-swapped into L4's and L5's remote_addr.
+  SendWr l2 =
+      chain::SwapReadWr(faa_result, scratch_meta_mr_->rkey(), l_field(3), l->wq_lkey(), tag | 2);
+  l2.flags |= fabric::kFence;
+  Post(l, l2, "L2 swap READ");
+  Post(l,
+       chain::SwapReadWr(faa_result, scratch_meta_mr_->rkey(), l_field(4), l->wq_lkey(), tag | 3),
+       "L3 swap READ");
+  SendWr l4 = meta_op(Opcode::kRead, 4, fabric::kFence);  // READ the element -> L6
+  l4.sg_list = {{l_field(5), 8, l->wq_lkey()}};
+  Post(l, l4, "L4 READ element");
+  SendWr l5 = meta_op(Opcode::kWrite, 5, fabric::kFence);  // zero it, after L4 read it
+  l5.sg_list = {{scratch_ + kScratchZeroOff, 8, smeta}};
+  Post(l, l5, "L5 WRITE zero");
+  // L6: READ the entry: owner_ptr -> L7, handle -> staging, MW records ->
+  // the binds' bytes 16..31. An empty element (0) faults here.
+  SendWr l6 = meta_op(Opcode::kRead, 6, fabric::kFence);
+  l6.sg_list.push_back({l_field(6), 8, l->wq_lkey()});
+  l6.sg_list.push_back({staged_handle, 8, smeta});
+  for (uint32_t k = 0; k < g; ++k) {
+    l6.sg_list.push_back({a_->SendWqeAddr(a0 + k) + WqeLayout::kRemoteAddr,
+                          static_cast<uint32_t>(kMwRecordBytes), a_ring_meta_mr_->lkey()});
+  }
+  Post(l, l6, "L6 READ entry");
+  SendWr l7 = meta_op(Opcode::kWrite, 7, fabric::kFence);  // record the owner
+  l7.sg_list = {{scratch_ + kScratchOwnerOff, 8, smeta}};
+  Post(l, l7, "L7 WRITE owner_id");
+  Post(l, TicketWr(s, a0, l0), "L8 ticket");
+}
+
+// L8: the ticket that only A's success path enables: a signaled NOP, or
+// (recycling) a READ of zeros into the binds' rkey fields and into the
+// addresses L4..L7 were given, which puts the placeholders back for this
+// instance's next round.
+SendWr AllocChain::TicketWr(uint64_t s, uint64_t a0, uint64_t l0) const {
+  SendWr t;
+  t.wr_id = (s << 8) | 8;
+  if (!cfg_.recycle) {
+    t.opcode = Opcode::kNop;
+    return t;
+  }
+  fabric::Qp* l = LaneOf(s).l;
+  t.opcode = Opcode::kRead;
+  t.remote_addr = scratch_ + kScratchZerosOff;
+  t.rkey = scratch_meta_mr_->rkey();
+  for (uint32_t k = 0; k < md_->group_size(); ++k) {
+    t.sg_list.push_back({a_->SendWqeAddr(a0 + k) + WqeLayout::kRkey, 4, a_ring_meta_mr_->lkey()});
+  }
+  for (uint32_t i = 3; i <= 6; ++i) {
+    t.sg_list.push_back({l->SendWqeAddr(l0 + i) + WqeLayout::kRemoteAddr, 8, l->wq_lkey()});
+  }
+  return t;
+}
+
+// The RECV(s) that take request s and rewrite A's (and, recycling, C_w's)
+// WQEs.
+void AllocChain::PostRecvs(uint64_t s) {
+  const uint32_t g = md_->group_size();
+  const bool rec = cfg_.recycle;
+  const uint64_t a0 = AllocIndex(s);
+  auto a_wqe = [&](uint64_t i) { return a_->SendWqeAddr(a0 + i); };
+  auto post_recv = [&](const RecvWr& rr) {
+    if (const int rc = a_->PostRecv(rr); rc != 0) {
+      throw fabric::VerbsError(rc, "onesided_mw alloc chain: posting the RECV on qp " +
+                                       std::to_string(a_->qp_num()) + " failed");
+    }
+  };
+  if (rec) {
+    // RECV 2s: the operand0 of every WQE of C_w's next instance (s + W).
+    const Lane& ln = LaneOf(s);
+    const uint64_t c_next = kControlWrsRecycle * ((LaneIndex(s) + 1) % LaneInstances());
+    RecvWr rv;
+    rv.wr_id = 2 * s;
+    for (uint32_t i = 0; i < kControlWrsRecycle; ++i) {
+      rv.sg_list.push_back(
+          {ln.c->SendWqeAddr(c_next + i) + WqeLayout::kOperand0, 8, ln.c_ring_data_mr->lkey()});
+    }
+    post_recv(rv);
+  }
+  const uint64_t reply = g;  // A's WQE g (after binds 0..g-1)
+  RecvWr rr;
+  rr.wr_id = rec ? 2 * s + 1 : s;
+  rr.sg_list.push_back({a_wqe(reply) + WqeLayout::kRemoteAddr, 12, a_->wq_lkey()});
+  for (uint32_t k = 1; k < g; ++k) {
+    rr.sg_list.push_back({a_wqe(k) + WqeLayout::kImmInvQpn, 4, a_->wq_lkey()});
+  }
+  if (rec) {
+    rr.sg_list.push_back({a_wqe(reply) + WqeLayout::kImmInvQpn, 4, a_->wq_lkey()});
+    rr.sg_list.push_back({a_wqe(g + 1) + WqeLayout::kOperand0, 8, a_->wq_lkey()});
+    rr.sg_list.push_back({a_->recv_doorbell_addr(), 4, a_->wq_lkey()});
+  }
+  post_recv(rr);
+}
+
+// C_w's part of instance s: the gates (ControlValues).
+void AllocChain::PostControlPart(uint64_t s) {
+  const uint32_t g = md_->group_size();
+  const Lane& ln = LaneOf(s);
+  fabric::Qp* c = ln.c;
+  const std::vector<uint64_t> cv = ControlValues(s, g, cfg_.recycle, cfg_.lanes);
+  Post(c, chain::WaitWr(ln.lcq, cv[0]), "WAIT previous ticket");
+  Post(c, chain::WaitWr(rcq_, cv[1]), "WAIT request");
+  Post(c, chain::EnableWr(ln.l, cv[2]), "ENABLE L1");
+  Post(c, chain::WaitWr(ln.lcq, cv[3]), "WAIT L1");
+  Post(c, chain::EnableWr(ln.l, cv[4]), "ENABLE L2-L3");
+  Post(c, chain::WaitWr(ln.lcq, cv[5]), "WAIT L3");
+  Post(c, chain::EnableWr(ln.l, cv[6]), "ENABLE L4-L5");
+  Post(c, chain::WaitWr(ln.lcq, cv[7]), "WAIT L4");
+  Post(c, chain::EnableWr(ln.l, cv[8]), "ENABLE L6");
+  Post(c, chain::WaitWr(ln.lcq, cv[9]), "WAIT L6");
+  Post(c, chain::EnableWr(ln.l, cv[10]), "ENABLE L7");
+  Post(c, chain::WaitWr(gcq_, cv[11]), "WAIT previous instance's A part");
+  Post(c, chain::EnableWr(a_, cv[12]), "ENABLE binds");
+  Post(c, chain::WaitWr(ln.lcq, cv[13]), "WAIT L7");
+  SendWr done = chain::EnableWr(a_, cv[14]);
+  done.flags |= fabric::kSignaled;  // counted by gcq: the next instance may enable its binds
+  Post(c, done, "ENABLE reply, ticket");
+  if (cfg_.recycle) Post(c, chain::EnableWr(c, cv[15]), "ENABLE C's next instance");
 }
 
 bool AllocChain::Faulted() const {
-  return a_->QueryState() == QpState::kErr || l_->QueryState() == QpState::kErr ||
-         c_->QueryState() == QpState::kErr;
+  if (a_->QueryState() == QpState::kErr) return true;
+  for (const Lane& ln : lanes_) {
+    if (ln.l->QueryState() == QpState::kErr || ln.c->QueryState() == QpState::kErr) return true;
+  }
+  return false;
+}
+
+uint64_t AllocChain::claims_started() const {
+  uint64_t n = 0;
+  for (const Lane& ln : lanes_) {
+    n += (ln.l->counters().send_wrs_executed + kWorkerWrs - 1) / kWorkerWrs;
+  }
+  return n;
 }
 
 Task<void> AllocChain::Quiesce(fabric::Runtime* rt) {
-  if (c_->state() != QpState::kErr) c_->Modify(QpState::kErr);
+  for (const Lane& ln : lanes_) {
+    if (ln.c->state() != QpState::kErr) ln.c->Modify(QpState::kErr);
+  }
   if (boot_ && boot_->state() != QpState::kErr) boot_->Modify(QpState::kErr);
   // Every L WR is signaled: L is idle once every started step completed.
-  // A control-path poll of the QP's progress, never on an allocation.
-  while (l_->state() != QpState::kErr &&
-         lcq_->total_completions() < l_->counters().send_wrs_executed) {
-    co_await rt->SleepFor(kPsPerUs);
+  // A control-path poll of the QPs' progress, never on an allocation.
+  for (const Lane& ln : lanes_) {
+    while (ln.l->state() != QpState::kErr &&
+           ln.lcq->total_completions() < ln.l->counters().send_wrs_executed) {
+      co_await rt->SleepFor(kPsPerUs);
+    }
+    if (ln.l->state() != QpState::kErr) ln.l->Modify(QpState::kErr);
   }
-  if (l_->state() != QpState::kErr) l_->Modify(QpState::kErr);
   if (a_->state() != QpState::kErr) a_->Modify(QpState::kErr);
+}
+
+int64_t AllocChain::LastStarted(uint32_t w) const {
+  const uint64_t run = lanes_.at(w).l->counters().send_wrs_executed;
+  if (run == 0) return -1;
+  return static_cast<int64_t>((run - 1) / kWorkerWrs * lanes_.size() + w);
 }
 
 AllocChain::Progress AllocChain::Inspect(uint64_t m) const {
   Progress p;
-  const uint64_t run = l_->counters().send_wrs_executed;
-  const uint64_t first = uint64_t{kWorkerWrs} * m;
+  const Lane& ln = LaneOf(m);
+  const uint64_t run = ln.l->counters().send_wrs_executed;
+  const uint64_t first = uint64_t{kWorkerWrs} * LaneIndex(m);
   p.steps = run <= first ? 0 : static_cast<uint32_t>(std::min<uint64_t>(run - first, kWorkerWrs));
   const uint64_t slot = scratch_ + kScratchSlotsOff + kSlotBytes * (m % cfg_.max_instances);
   if (p.steps >= 1) p.element = mn_->memory().LoadU64(slot);
   if (p.steps >= 4) {
     uint8_t b[8];
-    mn_->memory().Read(l_->SendWqeAddr(first + 5) + WqeLayout::kRemoteAddr, b, 8);
+    mn_->memory().Read(ln.l->SendWqeAddr(first + 5) + WqeLayout::kRemoteAddr, b, 8);
     p.entry = fabric::LoadBe64(b);
   }
   return p;
@@ -415,48 +451,47 @@ AllocChain::Progress AllocChain::Inspect(uint64_t m) const {
 // ---- CN side ------------------------------------------------------------------------
 
 AllocClient::AllocClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,
-                         uint64_t buf_addr, uint32_t group_size, uint32_t recycle_instances)
-    : cn_(cn), rt_(rt), mr_(mr), buf_(buf_addr), g_(group_size), recycle_(recycle_instances) {
-  const uint64_t bytes = recycle_ ? RecycleBufferBytes(group_size) : BufferBytes(group_size);
+                         uint64_t buf_addr, uint32_t group_size, uint32_t recycle_instances,
+                         uint32_t lanes)
+    : cn_(cn),
+      rt_(rt),
+      mr_(mr),
+      buf_(buf_addr),
+      g_(group_size),
+      recycle_(recycle_instances),
+      lanes_(lanes) {
+  if (lanes == 0) throw std::invalid_argument("onesided_mw AllocClient: lanes must be >= 1");
+  const uint64_t bytes = BufferBytes(group_size, lanes);
   if (buf_addr < mr->addr() || buf_addr + bytes > mr->addr() + mr->length()) {
     throw std::invalid_argument("onesided_mw AllocClient: buffer outside its MR");
   }
   send_cq_ = cn->CreateCq(16, /*ignore_overrun=*/true);  // unsignaled SENDs: errors only
-  recv_cq_ = cn->CreateCq(16);
+  recv_cq_ = cn->CreateCq(std::max<uint32_t>(16, 2 * lanes));
   fabric::QpInitAttr a;
   a.pd = pd;
   a.send_cq = send_cq_;
   a.recv_cq = recv_cq_;
-  a.max_send_wr = 4;
-  a.max_recv_wr = 4;
+  a.max_send_wr = std::max<uint32_t>(4, 2 * lanes);
+  a.max_recv_wr = std::max<uint32_t>(4, lanes);
   a.access = fabric::kRemoteWrite;  // the reply
   qp_ = cn->CreateQp(a);
 }
 
-Task<Result<AllocGrant>> AllocClient::Allocate(std::vector<uint32_t> access_qpns, Ps timeout) {
-  Result<AllocGrant> r;
-  if (access_qpns.size() + 1 != g_) {
-    r.status = Status(Code::kInvalidArgument,
-                      "onesided_mw alloc: a group of " + std::to_string(g_) + " MWs needs " +
-                          std::to_string(g_ - 1) + " access QP numbers, got " +
-                          std::to_string(access_qpns.size()));
-    co_return r;
-  }
-  if (qp_->state() == QpState::kErr) {
-    r.status = Status(Code::kLaneBroken, "onesided_mw alloc: the alloc QP is in ERR");
-    co_return r;
-  }
-  const uint32_t seq = next_seq_++;
-  cn_->memory().Fill(reply_addr(), 0, ReplyBytes(g_));
-  std::vector<uint8_t> req = EncodeRequest(reply_addr(), mr_->rkey(), access_qpns);
-  uint64_t req_addr = buf_;
+// Writes request `seq` into its slot and posts its RECV and SEND(s).
+bool AllocClient::PostRequest(uint32_t seq, const std::vector<uint32_t>& access_qpns) {
+  const uint64_t slot = SlotAddr(seq);
+  cn_->memory().Fill(reply_addr(seq), 0, ReplyBytes(g_));
+  std::vector<uint8_t> req = EncodeRequest(reply_addr(seq), mr_->rkey(), access_qpns);
+  uint64_t req_addr = slot;
   std::vector<SendWr> sends;
   if (recycle_) {
-    // The recycling chain's arguments (AllocChain's header): first C's next
-    // instance's WAIT counts and ENABLE indices, then the request followed
-    // by this instance's reply imm, A's tail values and the RQ doorbell.
-    const uint64_t area = buf_ + 64 + (ReplyBytes(g_) + 63) / 64 * 64;
-    const std::vector<uint64_t> cv = AllocChain::ControlValues(seq + 1, g_, true);
+    // The recycling chain's arguments (AllocChain's header): first the WAIT
+    // counts and ENABLE indices of the lane's next instance, then the
+    // request followed by this instance's reply imm, ticket index and the RQ
+    // doorbell.
+    const uint64_t area = slot + 64 + (ReplyBytes(g_) + 63) / 64 * 64;
+    std::vector<uint64_t> cv = AllocChain::ControlValues(seq + lanes_, g_, true, lanes_);
+    if (tamper_) tamper_(seq, &cv);
     std::vector<uint8_t> vals(8 * cv.size());
     for (size_t i = 0; i < cv.size(); ++i) fabric::StoreBe64(vals.data() + 8 * i, cv[i]);
     cn_->memory().Write(area, vals.data(), vals.size());
@@ -467,11 +502,10 @@ Task<Result<AllocGrant>> AllocClient::Allocate(std::vector<uint32_t> access_qpns
     v.sg_list = {{area, static_cast<uint32_t>(vals.size()), mr_->lkey()}};
     sends.push_back(v);
     const size_t off = req.size();
-    req.resize(off + 4 + 8 + 8 + 4);
+    req.resize(off + 4 + 8 + 4);
     fabric::StoreBe32(req.data() + off, seq);
-    fabric::StoreBe64(req.data() + off + 4, (uint64_t{g_} + 1) * (seq + 1));
-    fabric::StoreBe64(req.data() + off + 12, uint64_t{AllocChain::kWorkerWrs} * (seq + 1));
-    fabric::StoreBe32(req.data() + off + 20,
+    fabric::StoreBe64(req.data() + off + 4, uint64_t{AllocChain::kWorkerWrs} * (seq / lanes_ + 1));
+    fabric::StoreBe32(req.data() + off + 12,
                       static_cast<uint32_t>(AllocChain::kRecvsPerRequestRecycle *
                                             (uint64_t{seq} + 1 + recycle_)));
     req_addr = area + 128;
@@ -487,43 +521,73 @@ Task<Result<AllocGrant>> AllocClient::Allocate(std::vector<uint32_t> access_qpns
   sends.push_back(s);
   bool posted = qp_->PostRecv(rr) == 0;
   for (const SendWr& w : sends) posted = posted && qp_->PostSend(w) == 0;
-  if (!posted) {
+  return posted;
+}
+
+Task<Result<AllocGrant>> AllocClient::Allocate(std::vector<uint32_t> access_qpns, Ps timeout) {
+  Result<AllocGrant> r;
+  if (access_qpns.size() + 1 != g_) {
+    r.status = Status(Code::kInvalidArgument,
+                      "onesided_mw alloc: a group of " + std::to_string(g_) + " MWs needs " +
+                          std::to_string(g_ - 1) + " access QP numbers, got " +
+                          std::to_string(access_qpns.size()));
+    co_return r;
+  }
+  while (in_flight_ >= lanes_) co_await slot_free_.Wait();
+  if (qp_->state() == QpState::kErr) {
+    r.status = Status(Code::kLaneBroken, "onesided_mw alloc: the alloc QP is in ERR");
+    co_return r;
+  }
+  const uint32_t seq = next_seq_++;
+  if (!PostRequest(seq, access_qpns)) {
     r.status = Status(Code::kLaneBroken, "onesided_mw alloc: cannot post on the alloc QP");
     co_return r;
   }
+  ++in_flight_;
+  // No suspension since seq was taken: turns are taken in request order.
+  co_await reply_turn_.Lock();
   auto pending = std::make_shared<chain::ReplyDeadline>();
   rt_->Spawn(chain::ArmDeadline(rt_, qp_, pending, timeout));
   const fabric::WorkCompletion wc = co_await recv_cq_->Next();
   pending->done = true;
+  reply_turn_.Unlock();
+  r = ReadReply(seq, wc, pending->timed_out, timeout);
+  --in_flight_;
+  slot_free_.NotifyAll();
+  co_return r;
+}
+
+Result<AllocGrant> AllocClient::ReadReply(uint32_t seq, const fabric::WorkCompletion& wc,
+                                          bool timed_out, Ps timeout) const {
+  Result<AllocGrant> r;
   if (wc.status != fabric::WcStatus::kSuccess) {
-    r.status =
-        Status(Code::kLaneBroken,
-               pending->timed_out
-                   ? "onesided_mw alloc: no reply within " + std::to_string(PsToUs(timeout)) +
-                         " us (the MN's chain faulted: free-MW queue empty or a bad request); the "
-                         "alloc QP is now in ERR"
-                   : "onesided_mw alloc: the alloc QP failed (" +
-                         std::string(fabric::WcStatusName(wc.status)) + ")");
-    co_return r;
+    r.status = Status(
+        Code::kLaneBroken,
+        timed_out ? "onesided_mw alloc: no reply within " + std::to_string(PsToUs(timeout)) +
+                        " us (the MN's chain faulted: free-MW queue empty or a bad request); the "
+                        "alloc QP is now in ERR"
+                  : "onesided_mw alloc: the alloc QP failed (" +
+                        std::string(fabric::WcStatusName(wc.status)) + ")");
+    return r;
   }
   if (!wc.with_imm || wc.imm_data != seq) {
     r.status = Status(Code::kLaneBroken, "onesided_mw alloc: reply for instance " +
                                              std::to_string(wc.imm_data) + ", expected " +
                                              std::to_string(seq));
-    co_return r;
+    return r;
   }
   std::vector<uint8_t> bytes(ReplyBytes(g_));
-  cn_->memory().Read(reply_addr(), bytes.data(), bytes.size());
+  cn_->memory().Read(reply_addr(seq), bytes.data(), bytes.size());
   const ReplyImage img = DecodeReply(g_, bytes.data());
   if (!img.same_base || img.handle == 0) {
     r.status = Status(Code::kLaneBroken, "onesided_mw alloc: malformed reply");
-    co_return r;
+    return r;
   }
   r.value.seq = seq;
   r.value.handle = img.handle;
   r.value.base = img.base;
   r.value.rkeys = img.rkeys;
-  co_return r;
+  return r;
 }
 
 }  // namespace dmb::systems::onesided_mw

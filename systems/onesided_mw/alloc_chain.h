@@ -5,141 +5,172 @@
 //
 // QPs, per Alloc QP (one per CN in the paper; all on the MN):
 //   A  Alloc QP (data PD, connected to the CN's alloc QP; managed SQ). Its RQ
-//      takes the CN's request; its SQ holds the G BIND_MWs, the reply WRITE
-//      and a WAIT + SEND_ENABLE tail (cross-channel).
+//      takes the CN's requests; its SQ holds, per instance, the G BIND_MWs,
+//      the reply WRITE and the ENABLE of the lane's ticket.
 //      Its QP access flags are 0: no READ/WRITE/atomic through the alloc lane.
-//   L  worker (metadata PD, looped back to itself; managed SQ): the MN-local
-//      FAA/READ/WRITE steps on the metadata.
-//   C  control (metadata PD, looped back; cross-channel, not managed): WAITs
-//      on completion counts and SEND_ENABLEs the next step of A or L, so each
-//      step starts only after the data the previous step produced has landed
-//      (the managed SQs fetch a WQE only once enabled).
-// A, L and C are all cross-channel QPs (manage_send needs it), so the sim
-// charges its offload penalty for 3 QPs per Alloc QP.
-// L and C live in the metadata PD: a CN's SEND can name any qpn as an access
-// QP, but a bind to a QP outside the data PD fails, and nothing CN-facing can
-// reach the metadata MR.
+//   W lanes (AllocChainConfig::lanes), instance s runs on lane w = s mod W:
+//   L_w worker (metadata PD, looped back to itself; managed SQ): the MN-local
+//       FAA/READ/WRITE steps on the metadata.
+//   C_w control (metadata PD, looped back; cross-channel): WAITs on completion
+//       counts and SEND_ENABLEs the next step of A or L_w, so each step starts
+//       only after the data the previous step produced has landed (a managed
+//       SQ fetches a WQE only once enabled, so no stale prefetch of a WQE a
+//       step rewrites).
+// Pipelining: the W lanes run their instances' dependent metadata steps side
+// by side (each lane is its own in-order QP pair), so W requests are inside
+// one Alloc QP at once; only A's short bind/reply part runs one instance
+// after another, in request order. A lane's instance waits for nothing of
+// another lane's but the gate "instance s-1 has enabled its part of A"
+// (gcq below), and for no CN round trip: the ticket is released as soon as
+// the reply is posted, not when it is acknowledged.
+// Every one of these QPs is cross-channel, so the sim charges its offload
+// penalty for 1 + 2W QPs per Alloc QP (+1 bootstrap QP when recycling).
+// L_w and C_w live in the metadata PD: a CN's SEND can name any qpn as an
+// access QP, but a bind to a QP outside the data PD fails, and nothing
+// CN-facing can reach the metadata MR.
 //
-// One chain instance (instance s, G = group size, "->" = which later WQE field
-// it rewrites). Every WR on L and A is signaled except A's WAIT and ENABLE;
-// C's are not (C's WAITs count the others' completions).
+// One chain instance s on lane w, its j = s / W-th there (G = group size,
+// "->" = which later WQE field it rewrites; [Fig5 n] = the paper's step).
+// Every WR on L_w and A is signaled except A's ENABLE; of C_w's, only the
+// ENABLE that finishes the instance's part of A (into gcq, below).
 //
-//   RECV on A    CN request -> A.reply{remote_addr,rkey} (CN_buff),
+//   RECV on A    CN request -> A.reply{remote_addr,rkey} (CN_buff),  [Fig5 1]
 //                              A.bind[k].qpn (k = 1..G-1: the access QPs)
-//   L1 masked FAA head += 8 (wraps in the ring)   -> scratch[s] (u64 LE: the
-//                                                    claimed element's address)
+//   L1 masked FAA head += 8 (wraps in the ring)   -> scratch[s]      [Fig5 2]
+//                                                    (u64 LE: the claimed
+//                                                    element's address)
 //   L2 READ scratch[s], 8 reversed 1-byte SGEs    -> L4.remote_addr (BE)
+//      FENCE: consumes L1's result, ordered by the RNIC whatever C_w enables
 //   L3 READ scratch[s], 8 reversed 1-byte SGEs    -> L5.remote_addr (BE)
-//   L4 READ element (8 B)                          -> L6.remote_addr (entry)
-//   L5 WRITE 8 zero bytes to the element (FENCE: after L4's read)
-//   L6 READ entry (16 + 16G B)                     -> L7.remote_addr (owner_ptr),
-//                                                     staging[s] (handle),
-//                                                     A.bind[k] bytes 16..31
-//                                                     (base, rkey, new rkey)
-//   L7 WRITE owner_id (this chain's CN) to the entry
-//   L8 NOP: the instance's ticket (below)
+//      (L2 and L3 are one gate: the FAA returns host order and a READ can
+//      scatter each source byte to one place only, so the two fields need
+//      two swap READs; L3 issues right behind L2, about one PU slot, not a
+//      dependent step)
+//   L4 READ element (8 B), FENCE                  -> L6.remote_addr  [Fig5 3]
+//   L5 WRITE 8 zero bytes to the element, FENCE (after L4's read) [§4.3
+//      "Detecting empty free MW queue"]
+//   L6 READ entry (16 + 16G B), FENCE              -> L7.remote_addr  [Fig5 4]
+//                                                     (owner_ptr), staging[s]
+//                                                     (handle), A.bind[k]
+//                                                     bytes 16..31 (base,
+//                                                     rkey, new rkey)
+//   L7 WRITE owner_id (this chain's CN), FENCE  [§4.3 "Handling crashed CNs"]
+//   L8 the instance's ticket (below)
 //   A.bind[k] BIND_MW MW k of the entry to the chunk; MW 0 to the CN's Free QP
-//             (fixed when posted), MW k to the k-th access QP (from the RECV)
+//             (fixed when posted), MW k to the k-th access QP     [Fig5 5-6]
 //   A.reply   WRITE_WITH_IMM (imm = s) to CN_buff, gathering staging[s] and
 //             A.bind[k] bytes 16..31: { handle, G x (base, rkey, new rkey) }
-//   A.wait    WAIT acq >= (G+1)(s+1)  (the reply was acknowledged)
-//   A.enable  SEND_ENABLE L8
+//                                                                  [Fig5 7]
+//   A.enable  SEND_ENABLE L_w's L8 (the lane's next instance may claim)
 //
-//   C:  WAIT lcq >= 8s           (instance s-1's ticket: it fully succeeded)
-//       WAIT rcq >= s+1          EN L1        (a request has landed)
-//       WAIT lcq >= 8s+1         EN L2..L3    (FAA result landed)
-//       WAIT lcq >= 8s+3         EN L4..L5    (element address in L4, L5)
-//       WAIT lcq >= 8s+4         EN L6        (entry address in L6)
-//       WAIT lcq >= 8s+6         EN L7, EN A.bind[0..G-1]   (entry in L7, binds)
-//       WAIT lcq >= 8s+7, WAIT acq >= (G+1)s+G   EN A.reply..A.enable (owner
-//                                                 recorded, windows bound)
+//   C_w: WAIT lcq_w >= 8j          (the lane's previous ticket)
+//        WAIT rcq >= s+1           EN L1        (request s has landed)
+//        WAIT lcq_w >= 8j+1        EN L2..L3    (FAA result landed)
+//        WAIT lcq_w >= 8j+3        EN L4..L5    (element address in L4, L5)
+//        WAIT lcq_w >= 8j+4        EN L6        (entry address in L6)
+//        WAIT lcq_w >= 8j+6        EN L7        (owner_ptr in L7)
+//        WAIT gcq >= s             EN A.bind[0..G-1]  (binds rewritten; the
+//                                                 instances before s have
+//                                                 enabled all of theirs)
+//        WAIT lcq_w >= 8j+7        EN A.reply..A.enable, signaled -> gcq
+//                                                (owner recorded)
+// A runs in order, so the reply starts only after every bind of its instance
+// succeeded (a failed bind moves A to ERR and flushes the reply). gcq counts
+// the instances whose part of A is enabled: an ENABLE enables every WQE
+// below its index, so lane w may enable s's binds only once s-1's part (on
+// another lane) is enabled too, or it would release s-1's unrewritten binds.
 //
 // Why the ticket: a WAIT counts every completion, flushes included. When A
 // faults (a bad access qpn or CN_buff in the request) its RQ and SQ flush, so
-// rcq and acq jump past every later instance's count and C would go on
-// enabling L, which is healthy, to claim (and leak) one element per
-// pre-posted instance. L8 is enabled only from A's tail, which a fault
-// flushes, and L never flushes while healthy: the next instance's first WAIT
-// never passes, and a faulted chain claims nothing more. (A.wait holds the
-// ticket until the reply is acknowledged, so a reply the CN NAKs releases
-// nothing either.)
+// rcq and gcq-gated steps see counts past every later instance's and C_w
+// would go on enabling L_w, which is healthy, to claim (and leak) one element
+// per pre-posted instance. L8 is enabled only from A's tail, which a fault
+// flushes, and L_w never flushes while healthy: the lane's next instance
+// never passes its first WAIT, and a faulted chain claims at most one more
+// element per lane (an instance already past its ticket), which the MN's
+// repair restores (Inspect: every lane's last instance). A reply the CN's
+// RNIC NAKs comes after its ticket: that entry stays granted (owner_id =
+// the requester, in its budget, reclaimed if the CN crashes).
 //
 // Placeholders that no step rewrote make the chain fault instead of doing
-// harm: binds carry rkey 0 and (k >= 1) the qpn of L (outside the data PD);
-// READ/WRITE of the metadata carry address 0 (outside the metadata MR); the
-// reply carries rkey 0.
+// harm: binds carry rkey 0 and (k >= 1) the qpn of L_0 (outside the data
+// PD); READ/WRITE of the metadata carry address 0 (outside the metadata MR);
+// the reply carries rkey 0.
 //
 // Empty queue ([OSMW] §4.3): L5 zeroes every element it hands out, so a head
 // that reaches an element no free has refilled reads 0 into L6, whose READ of
-// address 0 faults: L goes to ERR and flushes; C's WAITs then see the flush
-// completions and enable binds that still carry their placeholders, which
-// fail, so A goes to ERR too and the reply is flushed. The CN gets no reply
-// (AllocClient times out); nothing was bound or recorded (the failed claim
-// did advance the head). A bad request faults the same way after its claim:
-// that entry stays owned (owner_id) by the requester, half bound.
-// Recovery (the MN CPU noticing, re-creating the chain QPs, fixing the head,
-// reclaiming a half-bound entry) is not written yet; Faulted() is what the
-// MN CPU would check.
+// address 0 faults: L_w goes to ERR and flushes; C_w's WAITs then see the
+// flush completions and enable binds that still carry their placeholders,
+// which fail, so A goes to ERR too and the reply is flushed. The CN gets no
+// reply (AllocClient times out); nothing was bound or recorded (the failed
+// claim did advance the head). A bad request faults the same way after its
+// claim: that entry stays owned (owner_id) by the requester, half bound.
+// The MN CPU notices (Faulted), stops the chain (Quiesce), reads every lane's
+// last instance (Inspect) and repairs (onesided_mw.cc).
 //
 // Recycling (AllocChainConfig::recycle; ODRP §4.4 "CNode-assisted MNode WR
-// recycle", [OSMW] §4.3): the K = max_instances instances are posted once and
-// then reused in place forever, with no MN CPU. The rings of A, L and C hold
-// exactly K instances (K a power of two >= 4; A's instance is padded with
-// unsignaled NOPs to P_A = bit_ceil(G+3) WQEs, C's has 16), so absolute WQE
-// index i of instance s+K sits where instance s's did. What differs from round
-// to round is only absolute: WAIT counts, ENABLE indices, the reply's imm and
-// the RQ doorbell record. The CN knows how many requests it sent, computes
-// them (ControlValues) and sends them with each request; RECVs scatter them
-// into exactly those WQE fields (never a whole WQE: a CN cannot change an
-// opcode, a CQ or a target QP). A request is two SENDs, so A's RQ holds 2K
-// RECVs:
+// recycle", [OSMW] §4.3): the K = max_instances instances (K/W per lane) are
+// posted once and then reused in place forever, with no MN CPU. The rings of
+// A, L_w and C_w hold exactly K, K/W and K/W instances (K/W a power of two >=
+// 4; A's instance is padded with unsignaled NOPs to P_A = bit_ceil(G+2)
+// WQEs, C_w's has 16), so absolute WQE index i of instance j+K/W sits where
+// instance j's did. What differs from round to round is only absolute: WAIT
+// counts, ENABLE indices, the reply's imm and the RQ doorbell record. The CN
+// knows how many requests it sent, computes them (ControlValues) and sends
+// them with each request; RECVs scatter them into exactly those WQE fields
+// (never a whole WQE: a CN cannot change an opcode, a CQ or a target QP). A
+// request is two SENDs, so A's RQ holds 2K RECVs:
 //   RECV 2s   (16 x 8 B)  the 16 operand0 fields (WAIT counts, ENABLE
-//                         indices) of C's instance s+1 (C reaches it only
-//                         after C's instance s saw both RECVs of request s)
-//   RECV 2s+1 the request as above, then the reply's imm (= s), A's tail of
-//             instance s (WAIT count, ticket ENABLE index) and the RQ doorbell
-//             record (= 2(s+1) + 2K: the RECVs of this round become postable
-//             again)
-// C is managed too (otherwise its producer index, which only the MN CPU's
-// doorbell moves, would stop it after K instances): its instance s ends with
-// an ENABLE of itself through instance s+1. A bootstrap QP B (cross-channel,
-// loopback, one WQE) enables C's first instance; it stays connected, so a
-// recycling chain counts 4 offload-holding QPs, not 3.
+//                         indices) of C_w's next instance, s+W
+//   RECV 2s+1 the request as above, then the reply's imm (= s), the ticket
+//             ENABLE index of A's tail and the RQ doorbell record
+//             (= 2(s+1) + 2K: the RECVs of this round become postable again)
+// C_w is managed too (otherwise its producer index, which only the MN CPU's
+// doorbell moves, would stop it after K/W instances): its instance ends with
+// an ENABLE of itself through its next instance. A bootstrap QP B
+// (cross-channel, loopback, W WQEs) enables every C_w's first instance.
 // Placeholders are restored for the next round: L8, the ticket, is a READ of
 // zeros into the rkey fields of the instance's binds (after the reply was
-// acknowledged), so a bind that no L6 rewrote still fails on rkey 0. L's own
-// fields carry the last round's addresses, but L runs step by step and every
-// step is rewritten by the step before it.
+// posted), so a bind that no L6 rewrote still fails on rkey 0. It also puts
+// 0 back into the addresses L4..L7 were given.
 // Faults in rounds >= 1: every WQE then sits above the producer index the
 // MN CPU last rang, so a QP going to ERR flushes nothing but the WQEs in
 // flight. The failing WQE's own error completion still counts: on an empty
-// queue L6's error lets C enable the binds, which fail on the rkey 0 that L8
-// restored (without it they would rebind last round's group, which may be
-// free again: alloc_chain_test checks this), and C then stops at its WAIT
-// for L7. A faulted chain claims nothing more, as in round 0.
-// The RQ and C are safe to rewrite while in use because the CN sends one
-// request at a time and K >= 4: request s writes C's instance s+1 while C is
-// at most finishing instance s-1 (another slot).
+// queue L6's error lets C_w enable the binds, which fail on the rkey 0 that
+// L8 restored (without it they would rebind last round's group, which may be
+// free again: alloc_chain_test checks this), and C_w then stops at its WAIT
+// for L7. A faulted chain claims nothing more than above, as in round 0.
+// The RQ and C_w are safe to rewrite while in use because the CN keeps at
+// most W requests in flight (AllocClient) and K/W >= 4: request s is sent
+// only after reply s-W arrived, so C_w is at instance j (or finishing j-1)
+// when request s writes instance j+1, and A has finished instance s-W... long
+// before request s+K rewrites that slot.
 // Wrong counts or indices from a CN (onesided_mw_test
 // WrongControlValuesReplayNothing, fuzz_test): its chain may run steps early
-// or run instances nobody requested. L8 therefore also restores L4..L7's
-// addresses to 0 at the end of every round, and L4, L6 and L7 carry FENCE
-// (each starts only once the READ that rewrote it has landed, whoever
-// enabled it). An instance run out of turn then either makes a genuine claim
-// (a fresh head FAA; the entry ends owned by that CN, reclaimable, and
-// counted by the budget monitor through claims_started) or faults on a
-// restored 0; it never acts on last round's element, entry or windows. What
-// remains is capacity: a round the MN stops mid-way (Quiesce) may orphan
-// the entry it was moving; AllocChain::Inspect repairs only the instance L
-// stopped in.
+// or run instances nobody requested. Every step that consumes an earlier
+// step's result on L_w carries FENCE (L2, L4, L5, L6, L7), so whoever enabled
+// it, it starts only once the step before it has landed: an early step never
+// reads a result slot before the FAA wrote it (which would hand out a stale
+// element and skip the claimed one). L8 restores L4..L7's addresses to 0 at
+// the end of every round. An instance run out of turn then either makes a
+// genuine claim (a fresh head FAA; the entry ends owned by that CN,
+// reclaimable, and counted by the budget monitor through claims_started) or
+// faults on a restored 0; it never acts on last round's element, entry or
+// windows. Early ENABLEs of A release binds that still carry rkey 0: they
+// fault the requester's own chain. What remains is capacity: a round the MN
+// stops mid-way (Quiesce) may orphan the entry it was moving; Inspect repairs
+// the instance each lane stopped in.
 #pragma once
 
 #include <bit>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "fabric/node.h"
+#include "systems/common/wait_list.h"
+#include "systems/onesided_mw/layout.h"
 #include "systems/onesided_mw/metadata.h"
 #include "systems/status.h"
 
@@ -148,32 +179,37 @@ namespace dmb::systems::onesided_mw {
 struct AllocChainConfig {
   uint32_t free_qpn = 0;        // MN end of the CN's Free QP: MW 0 of every group goes to it
   uint64_t owner_id = 0;        // written to owner_id (OwnerIdOfCn(cn_index))
-  uint32_t max_instances = 16;  // chain instances the rings hold at once
+  uint32_t max_instances = 16;  // chain instances the rings hold at once (all lanes)
+  // Lanes: instance s runs its metadata steps on lane s mod lanes, so up to
+  // `lanes` requests are inside the chain at once. max_instances must be a
+  // multiple of lanes.
+  uint32_t lanes = 1;
   // Reuse the instances in place, re-armed by the CN's requests (see above).
-  // max_instances must then be a power of two >= 4, armed all at once.
+  // max_instances / lanes must then be a power of two >= 4, armed all at once.
   bool recycle = false;
 };
 
 class AllocChain {
  public:
-  // Per instance: L1..L8 on L; G binds, the reply, WAIT, ENABLE on A; the
-  // WAITs and ENABLEs on C.
+  // Per instance: L1..L8 on its lane's L; G binds, the reply, ENABLE on A;
+  // the WAITs and ENABLEs on its lane's C.
   static constexpr uint32_t kWorkerWrs = 8;
-  static constexpr uint32_t kAllocWrs(uint32_t g) { return g + 3; }
+  static constexpr uint32_t kAllocWrs(uint32_t g) { return g + 2; }
   static constexpr uint32_t kControlWrs = 15;
   // Recycling: C's instance (the 15 above and C's ENABLE of itself), A's
   // instance padded to a power of two, RECVs per request.
   static constexpr uint32_t kControlWrsRecycle = 16;
   static uint32_t AllocSlotWrs(uint32_t g) { return std::bit_ceil(kAllocWrs(g)); }
   static constexpr uint32_t kRecvsPerRequestRecycle = 2;
-  // The operand0 of each of C's WQEs of instance `s` (WAIT counts, ENABLE
-  // indices; the 16th only when recycling), assuming A, L and C start at
-  // index 0 and hold only this chain: what Arm posts and what a recycling CN
-  // sends for the next instance.
-  static std::vector<uint64_t> ControlValues(uint64_t s, uint32_t g, bool recycle);
+  // The operand0 of each of C_w's WQEs of instance `s` (WAIT counts, ENABLE
+  // indices; the 16th only when recycling) for a chain of `lanes` lanes,
+  // assuming every QP starts at index 0 and holds only this chain: what Arm
+  // posts and what a recycling CN sends for the lane's next instance.
+  static std::vector<uint64_t> ControlValues(uint64_t s, uint32_t g, bool recycle,
+                                             uint32_t lanes = 1);
 
-  // Creates A, L and C and the MRs the chain scatters through, and connects
-  // L and C to themselves. Connect alloc_qp() to the CN's alloc QP, then Arm.
+  // Creates A, every lane's L and C and the MRs the chain scatters through,
+  // and connects L and C to themselves. Connect alloc_qp() to the CN's alloc QP, then Arm.
   static Task<std::unique_ptr<AllocChain>> Create(fabric::Cluster* cluster, Metadata* md,
                                                   AllocChainConfig cfg);
 
@@ -182,8 +218,9 @@ class AllocChain {
   Task<void> Arm(uint32_t n);
 
   fabric::Qp* alloc_qp() const { return a_; }
-  fabric::Qp* worker_qp() const { return l_; }
-  fabric::Qp* control_qp() const { return c_; }
+  fabric::Qp* worker_qp(uint32_t lane = 0) const { return lanes_.at(lane).l; }
+  fabric::Qp* control_qp(uint32_t lane = 0) const { return lanes_.at(lane).c; }
+  uint32_t lanes() const { return static_cast<uint32_t>(lanes_.size()); }
   uint64_t armed() const { return armed_; }
   // Requests the RNIC has taken (RECVs consumed on A).
   uint64_t requests_taken() const {
@@ -194,12 +231,12 @@ class AllocChain {
   bool Faulted() const;
 
   // ---- Recovery (MN CPU, control path: onesided_mw.cc) ----
-  // Stops the chain for good: C first (nothing more is enabled), then L once
-  // every step it started has completed, then A and B. The CN's end of A
+  // Stops the chain for good: every C first (nothing more is enabled), then
+  // every L once every step it started has completed, then A and B. The CN's end of A
   // sees the next SEND fail.
   Task<void> Quiesce(fabric::Runtime* rt);
-  // What request `m` (absolute, 0-based) did on L, read after Quiesce. L's
-  // steps run in order and each is counted when started, so `steps` says
+  // What request `m` (absolute, 0-based) did on its lane's L, read after
+  // Quiesce. L's steps run in order and each is counted when started, so `steps` says
   // exactly which effects happened: 1 the claim (head FAA), 4 the element
   // read into L6, 5 the element zeroed, 7 owner_id written, 8 the ticket
   // (the reply was acknowledged: the CN has the grant).
@@ -209,12 +246,13 @@ class AllocChain {
     uint64_t entry = 0;    // what the element held (steps >= 4): 0 = the queue was empty
   };
   Progress Inspect(uint64_t m) const;
+  // The request lane `w` last started (its L ran at least one of its
+  // steps), or -1: the only one of the lane that can be partial.
+  int64_t LastStarted(uint32_t w) const;
   // Claims the chain started (L1s run): more than requests_taken() when a CN
   // sent wrong counts and L ran instances nobody requested (the budget
   // monitor counts these).
-  uint64_t claims_started() const {
-    return (l_->counters().send_wrs_executed + kWorkerWrs - 1) / kWorkerWrs;
-  }
+  uint64_t claims_started() const;
 
  private:
   AllocChain() = default;
@@ -223,15 +261,35 @@ class AllocChain {
   fabric::Node* mn_ = nullptr;
   Metadata* md_ = nullptr;
   AllocChainConfig cfg_;
+  struct Lane {
+    fabric::Cq* lcq = nullptr;  // L's completions, counted by C's WAITs
+    fabric::Qp* l = nullptr;
+    fabric::Qp* c = nullptr;
+    fabric::Mr* c_ring_data_mr = nullptr;  // recycling: C's SQ ring, data PD (A's RECVs)
+  };
+  Task<void> CreateQps();
+  Task<void> CreateScratch();
+  void PostAllocPart(uint64_t s, uint64_t staged_handle);
+  fabric::SendWr TicketWr(uint64_t s, uint64_t a0, uint64_t l0) const;
+  void PostWorkerPart(uint64_t s, uint64_t faa_result, uint64_t staged_handle);
+  void PostRecvs(uint64_t s);
+  void PostControlPart(uint64_t s);
+  const Lane& LaneOf(uint64_t s) const { return lanes_[s % lanes_.size()]; }
+  uint64_t LaneIndex(uint64_t s) const { return s / lanes_.size(); }
+  // A's first WQE index of instance s.
+  uint64_t AllocIndex(uint64_t s) const {
+    return s * (cfg_.recycle ? AllocSlotWrs(md_->group_size()) : kAllocWrs(md_->group_size()));
+  }
+  uint32_t LaneInstances() const {
+    return cfg_.max_instances / static_cast<uint32_t>(lanes_.size());
+  }
+
   fabric::Cq* rcq_ = nullptr;  // A's RECVs
   fabric::Cq* acq_ = nullptr;  // A's binds and replies
-  fabric::Cq* lcq_ = nullptr;  // L
-  fabric::Cq* ccq_ = nullptr;  // C (unsignaled: errors only)
+  fabric::Cq* gcq_ = nullptr;  // C's: instances whose part of A is enabled (and C's errors)
   fabric::Qp* a_ = nullptr;
-  fabric::Qp* l_ = nullptr;
-  fabric::Qp* c_ = nullptr;
-  fabric::Qp* boot_ = nullptr;             // recycling: enables C's first instance
-  fabric::Mr* c_ring_data_mr_ = nullptr;   // recycling: C's SQ ring, data PD (A's RECVs)
+  std::vector<Lane> lanes_;
+  fabric::Qp* boot_ = nullptr;             // recycling: enables every C's first instance
   fabric::Mr* a_ring_meta_mr_ = nullptr;   // A's SQ ring, in the metadata PD (L6 writes binds)
   fabric::Mr* scratch_meta_mr_ = nullptr;  // scratch, metadata PD (L's SGEs, remote read)
   fabric::Mr* scratch_data_mr_ = nullptr;  // scratch, data PD (A.reply gathers staging)
@@ -249,44 +307,63 @@ struct AllocGrant {
   std::vector<uint32_t> rkeys;
 };
 
-// The CN end of one Alloc QP. One allocation at a time.
+// The CN end of one Alloc QP: up to `lanes` allocations in flight (the MN's
+// chain has as many lanes), each with its own slot of the buffer. Replies
+// come back in request order (A runs in order).
 class AllocClient {
  public:
-  // `mr` covers [buf_addr, +BufferBytes(g)) with local write and remote
-  // write (the reply lands there). Creates the CN's alloc QP (not connected).
-  // `recycle_instances` > 0: the MN's chain recycles (AllocChainConfig::
-  // recycle) with that many instances; the buffer then needs
-  // RecycleBufferBytes(g).
+  // `mr` covers [buf_addr, +BufferBytes(g, lanes)) with local write and
+  // remote write (the replies land there). Creates the CN's alloc QP (not
+  // connected). `recycle_instances` > 0: the MN's chain recycles
+  // (AllocChainConfig::recycle) with that many instances.
   AllocClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,
-              uint64_t buf_addr, uint32_t group_size, uint32_t recycle_instances = 0);
-  static uint64_t BufferBytes(uint32_t g) { return 64 + ReplyBytes(g); }
-  static uint64_t RecycleBufferBytes(uint32_t g) {
-    return 64 + (ReplyBytes(g) + 63) / 64 * 64 + 256;
-  }
+              uint64_t buf_addr, uint32_t group_size, uint32_t recycle_instances = 0,
+              uint32_t lanes = 1);
+  // One slot: [request 64][reply, 64-aligned][control values 128][request 128].
+  static uint64_t SlotBytes(uint32_t g) { return 64 + (ReplyBytes(g) + 63) / 64 * 64 + 256; }
+  static uint64_t BufferBytes(uint32_t g, uint32_t lanes = 1) { return lanes * SlotBytes(g); }
 
   fabric::Qp* qp() const { return qp_; }
-  uint64_t reply_addr() const { return buf_ + 64; }
+  // Where the reply of the request with sequence number `seq` lands.
+  uint64_t reply_addr(uint32_t seq = 0) const { return SlotAddr(seq) + 64; }
 
   // Sends the request (MN-side qpns of the G-1 access QPs, in MW order) and
   // awaits the reply WRITE_WITH_IMM. The CQE (rather than polling a flag in
   // CN_buff) tells the CN the reply bytes have landed, without a polling loop
-  // that would have to sleep in virtual time. With no reply within `timeout`
+  // that would have to sleep in virtual time. Callers may overlap: beyond
+  // `lanes` in flight they wait for a slot. With no reply within `timeout`
   // (the MN's chain faulted, e.g. on an empty free-MW queue) the client moves
-  // its alloc QP to ERR, which flushes the pending RECV, and returns
-  // kLaneBroken: the lane is dead until reconnected (so is the MN end).
+  // its alloc QP to ERR, which flushes every pending RECV, and every
+  // allocation in flight returns kLaneBroken: the lane is dead until
+  // reconnected (so is the MN end).
   Task<Result<AllocGrant>> Allocate(std::vector<uint32_t> access_qpns, Ps timeout);
 
+  // Attack tests: a malicious CN's edit of the control values it sends with
+  // request `seq` (those of the lane's next instance, ControlValues order).
+  using Tamper = std::function<void(uint32_t seq, std::vector<uint64_t>* values)>;
+  void set_tamper(Tamper t) { tamper_ = std::move(t); }
+
  private:
+  uint64_t SlotAddr(uint32_t seq) const { return buf_ + (seq % lanes_) * SlotBytes(g_); }
+  bool PostRequest(uint32_t seq, const std::vector<uint32_t>& access_qpns);
+  Result<AllocGrant> ReadReply(uint32_t seq, const fabric::WorkCompletion& wc, bool timed_out,
+                               Ps timeout) const;
+
   fabric::Node* cn_;
   fabric::Runtime* rt_;
   fabric::Mr* mr_;
   uint64_t buf_;
   uint32_t g_;
   uint32_t recycle_ = 0;
+  uint32_t lanes_ = 1;
   fabric::Cq* send_cq_ = nullptr;
   fabric::Cq* recv_cq_ = nullptr;
   fabric::Qp* qp_ = nullptr;
   uint32_t next_seq_ = 0;
+  uint32_t in_flight_ = 0;
+  WaitList slot_free_;  // allocations waiting for one of the `lanes` slots
+  CoMutex reply_turn_;  // replies are consumed in request order
+  Tamper tamper_;
 };
 
 }  // namespace dmb::systems::onesided_mw

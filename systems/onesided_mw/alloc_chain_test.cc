@@ -539,12 +539,14 @@ TEST_F(AllocChainTest, ABadRequestInALaterRoundFaultsOnlyTheRequestersRecyclingC
 TEST(OnesidedMwRecycle, SlotPaddingAndTheValuesTheCnScattersAreComputedOnce) {
   EXPECT_EQ(AllocChain::AllocSlotWrs(3), 8u);
   EXPECT_EQ(AllocChain::AllocSlotWrs(5), 8u);
-  EXPECT_EQ(AllocChain::AllocSlotWrs(6), 16u);
+  EXPECT_EQ(AllocChain::AllocSlotWrs(6), 8u);
+  EXPECT_EQ(AllocChain::AllocSlotWrs(7), 16u);
   const std::vector<uint64_t> v0 = AllocChain::ControlValues(0, 3, true);
   const std::vector<uint64_t> v5 = AllocChain::ControlValues(5, 3, true);
   ASSERT_EQ(v0.size(), AllocChain::kControlWrsRecycle);
   EXPECT_EQ(v5[1], 12u) << "two RECVs per request";
-  EXPECT_EQ(v5[11], 5u * 8 + 3) << "A's instance is padded to 8 WQEs";
+  EXPECT_EQ(v5[11], 5u) << "instances 0..4 have enabled their part of A";
+  EXPECT_EQ(v5[12], 5u * 8 + 3) << "A's instance is padded to 8 WQEs";
   EXPECT_EQ(v5[15], 16u * 7) << "C enables itself through the next instance";
 }
 

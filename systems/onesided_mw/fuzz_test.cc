@@ -1,7 +1,8 @@
 // A malicious CN against OneSidedMW's Alloc and Free QPs ([OSMW] §4.4): at
 // least 10,000 SEND payloads (random bytes, and well-formed requests naming
-// random or other CNs' access QPs, reply buffers and handles) while honest
-// CNs allocate, write, read back and free. No isolation property may break
+// random or other CNs' access QPs, reply buffers and handles; several
+// allocation requests in flight at once) while honest CNs allocate, write,
+// read back and free. No isolation property may break
 // and the honest CNs must finish. A failure prints the seed to reproduce.
 #include <gtest/gtest.h>
 
@@ -21,7 +22,8 @@ namespace {
 using microbench::Testbed;
 
 constexpr uint32_t kG = 3;
-constexpr uint32_t kInstances = 4;
+constexpr uint32_t kLanes = 4;  // allocations in flight on one Alloc QP
+constexpr uint32_t kInstances = 4 * kLanes;
 
 struct World {
   Testbed* tb = nullptr;
@@ -54,7 +56,7 @@ struct Attacker {
   std::vector<AllocGrant> grants;
 
   void NewClients(fabric::Runtime* rt) {
-    ac = std::make_unique<AllocClient>(cn->node(), pd, rt, mr, buf, kG, kInstances);
+    ac = std::make_unique<AllocClient>(cn->node(), pd, rt, mr, buf, kG, kInstances, kLanes);
     fc = std::make_unique<FreeClient>(cn->node(), pd, rt, mr, buf + 8192,
                                       cn->node()->CreateCq(64, true), kInstances, kG);
   }
@@ -141,8 +143,8 @@ Task<void> TryRead(World& w, Attacker& a) {
 }
 
 Task<void> RenewAlloc(World& w, Testbed& tb, Attacker& a) {
-  a.ac =
-      std::make_unique<AllocClient>(a.cn->node(), a.pd, &tb.runtime(), a.mr, a.buf, kG, kInstances);
+  a.ac = std::make_unique<AllocClient>(a.cn->node(), a.pd, &tb.runtime(), a.mr, a.buf, kG,
+                                       kInstances, kLanes);
   (void)co_await a.mn->RenewAlloc(a.pair, a.ac->qp());
   ++w.renewals;
 }
@@ -153,6 +155,36 @@ Task<void> RenewFree(World& w, Testbed& tb, Attacker& a) {
   for (const auto& g : a.grants) held.push_back(g.handle);
   co_await a.mn->RenewFree(a.pair, a.fc->qp(), a.ac->qp(), held);
   ++w.renewals;
+}
+
+// One allocation request naming random QPs; `*failed` when it got no grant.
+Task<void> AllocOne(World& w, Attacker& a, Ps timeout, uint32_t* pending, bool* failed,
+                    WaitList* done) {
+  std::vector<uint32_t> qpns;
+  for (uint32_t k = 1; k < kG; ++k) qpns.push_back(PickQpn(w, a));
+  ++w.alloc_reqs;
+  auto r = co_await a.ac->Allocate(qpns, timeout);
+  if (r.ok()) {
+    ++w.attacker_grants;
+    a.grants.push_back(r.value);
+  } else {
+    *failed = true;
+  }
+  --*pending;
+  done->NotifyAll();
+}
+
+// Up to kLanes requests at once through the attacker's Alloc QP. True when
+// any failed (the chain needs renewing).
+Task<bool> AllocBurst(World& w, Testbed& tb, Attacker& a, Ps timeout) {
+  uint32_t pending = 1 + static_cast<uint32_t>(w.rng.Uniform(kLanes));
+  bool failed = false;
+  WaitList done;
+  const uint32_t n = pending;
+  for (uint32_t i = 0; i < n; ++i)
+    tb.runtime().Spawn(AllocOne(w, a, timeout, &pending, &failed, &done));
+  while (pending > 0) co_await done.Wait();
+  co_return failed;
 }
 
 Task<void> Fuzz(World& w, Testbed& tb, Attacker& a, int payloads) {
@@ -170,15 +202,8 @@ Task<void> Fuzz(World& w, Testbed& tb, Attacker& a, int payloads) {
           alloc_dirty = false;
         }
         break;
-      case 1: {  // a well-formed request naming any QPs
-        std::vector<uint32_t> qpns;
-        for (uint32_t k = 1; k < kG; ++k) qpns.push_back(PickQpn(w, a));
-        ++w.alloc_reqs;
-        auto r = co_await a.ac->Allocate(qpns, timeout);
-        if (r.ok()) {
-          ++w.attacker_grants;
-          a.grants.push_back(r.value);
-        } else {
+      case 1: {  // 1..kLanes well-formed requests in flight, naming any QPs
+        if (co_await AllocBurst(w, tb, a, timeout)) {
           co_await RenewAlloc(w, tb, a);
           alloc_dirty = false;
         }
@@ -267,7 +292,9 @@ TEST(OneSidedMwFuzz, MaliciousPayloadsNeverBreakIsolation) {
   // Every renewal arms fresh chain QPs; the fabric cannot destroy the old
   // ones yet, so their rings stay allocated (about 40 KB each).
   spec.mn_extra_bytes = 4ull << 30;
-  spec.knobs = {{"chain_instances", std::to_string(kInstances)}, {"group_size", "3"}};
+  spec.knobs = {{"chain_instances", std::to_string(kInstances)},
+                {"alloc_lanes", std::to_string(kLanes)},
+                {"group_size", "3"}};
   Testbed tb(spec);
   World w;
   w.tb = &tb;

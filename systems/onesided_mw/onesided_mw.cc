@@ -21,12 +21,21 @@ OsmwMn::OsmwMn(const Deployment& d, const Knobs& k)
       g_(static_cast<uint32_t>(k.Int("group_size"))),
       chunk_bytes_(k.Size("granularity")),
       instances_(static_cast<uint32_t>(k.Int("chain_instances"))),
+      lanes_(static_cast<uint32_t>(k.Int("alloc_lanes"))),
       empty_watch_(static_cast<Ps>(k.Int("empty_watch_us")) * kPsPerUs),
       monitor_period_(static_cast<Ps>(k.Int("monitor_period_us")) * kPsPerUs),
       budget_(static_cast<uint64_t>(k.Int("budget_chunks"))) {
   if (!std::has_single_bit(instances_)) {
     throw ConfigError("onesided_mw: chain_instances must be a power of two (4..64), got " +
                       std::to_string(instances_));
+  }
+  if (instances_ % lanes_ != 0 || instances_ / lanes_ < 4 ||
+      !std::has_single_bit(instances_ / lanes_)) {
+    throw ConfigError(
+        "onesided_mw: chain_instances / alloc_lanes must be a power of two >= 4 "
+        "(each allocation lane recycles its own instances), got " +
+        std::to_string(instances_) + " / " + std::to_string(lanes_) +
+        "; raise chain_instances or lower alloc_lanes");
   }
 }
 
@@ -104,6 +113,7 @@ Task<std::unique_ptr<AllocChain>> OsmwMn::NewAllocChain(uint32_t cn, uint32_t fr
   ac.free_qpn = free_qpn;
   ac.owner_id = OwnerIdOfCn(cn);
   ac.max_instances = instances_;
+  ac.lanes = lanes_;
   ac.recycle = true;
   auto chain = co_await AllocChain::Create(deployment_.cluster, md_.get(), ac);
   deployment_.cluster->Connect(cn_qp, chain->alloc_qp());
@@ -200,11 +210,18 @@ Task<bool> OsmwMn::RetireAlloc(Pair& p) {
   co_await c.Quiesce(&runtime());
   const uint64_t taken = c.requests_taken();
   p.allocs_before += std::max(taken, c.claims_started());
-  // L runs its instances in order, so only the one it stopped in can be
-  // partial (with honest counts: the last request's; with wrong ones, any).
-  const uint64_t run = c.worker_qp()->counters().send_wrs_executed;
-  if (run == 0) co_return false;
-  const AllocChain::Progress pr = c.Inspect((run - 1) / AllocChain::kWorkerWrs);
+  bool was_empty = false;
+  for (uint32_t w = 0; w < c.lanes(); ++w) was_empty |= co_await RepairLane(c, w);
+  co_return was_empty;
+}
+
+// Each lane's L runs its instances in order, so only the one it stopped in
+// can be partial (with honest counts: its last request's; with wrong ones,
+// any). True when that instance found the queue empty.
+Task<bool> OsmwMn::RepairLane(AllocChain& c, uint32_t w) {
+  const int64_t m = c.LastStarted(w);
+  if (m < 0) co_return false;
+  const AllocChain::Progress pr = c.Inspect(static_cast<uint64_t>(m));
   co_await BookkeepingCost();
   if (pr.steps == 0 || pr.steps >= AllocChain::kWorkerWrs) co_return false;  // nothing / granted
   if (pr.steps >= 4 && pr.entry == 0) {
@@ -409,6 +426,7 @@ OsmwCn::OsmwCn(const Deployment& d, uint32_t cn_index, MnControl* mn, const Knob
       sep_(k.Bool("sep")),
       alloc_qps_(static_cast<uint32_t>(k.Int("alloc_qps"))),
       instances_(static_cast<uint32_t>(k.Int("chain_instances"))),
+      lanes_(static_cast<uint32_t>(k.Int("alloc_lanes"))),
       timeout_(static_cast<Ps>(k.Int("reply_timeout_us")) * kPsPerUs) {}
 
 OsmwMn& OsmwCn::Mn() {
@@ -442,9 +460,9 @@ Task<void> OsmwCn::EnsureNotice() {
   Mn().RegisterNotice(cn_index_, qp, notice_addr_, notice_mr_->rkey());
 }
 
-std::unique_ptr<AllocClient> OsmwCn::NewAllocClient(Pair& p) {
-  return std::make_unique<AllocClient>(node_, pd_, &deployment_.cluster->runtime(), p.mr,
-                                       p.alloc_buf, g_, instances_);
+std::shared_ptr<AllocClient> OsmwCn::NewAllocClient(Pair& p) {
+  return std::make_shared<AllocClient>(node_, pd_, &deployment_.cluster->runtime(), p.mr,
+                                       p.alloc_buf, g_, instances_, lanes_);
 }
 
 std::unique_ptr<FreeClient> OsmwCn::NewFreeClient(Pair& p) {
@@ -454,7 +472,7 @@ std::unique_ptr<FreeClient> OsmwCn::NewFreeClient(Pair& p) {
 
 Task<OsmwCn::Pair*> OsmwCn::NewPair() {
   auto p = std::make_unique<Pair>();
-  const uint64_t abytes = (AllocClient::RecycleBufferBytes(g_) + 63) / 64 * 64;
+  const uint64_t abytes = AllocClient::BufferBytes(g_, lanes_);
   const uint64_t bytes = abytes + FreeClient::kRecycleBufferBytes;
   const uint64_t base = node_->memory().Alloc(bytes, 4096);
   p->mr = co_await node_->RegMr(pd_, base, bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
@@ -487,33 +505,50 @@ Task<AccessGroup*> OsmwCn::OpenGroup(int lanes, uint64_t buffer_bytes) {
 OsmwCn::Pair& OsmwCn::PairFor(const AccessGroup& g) { return *group_pair_.at(&g); }
 
 Task<Result<Chunk>> OsmwCn::Alloc(AccessGroup& g) {
-  Result<Chunk> r;
   Pair& p = PairFor(g);
-  if (notice() == kNoticeEmpty) {
-    // The MN said the queue ran dry: ask before spending a chain on it.
-    r.status = co_await Mn().Probe();
-    if (!r.ok()) co_return r;
-  }
   std::vector<uint32_t> qpns;
   for (uint32_t k = 1; k < g_; ++k) qpns.push_back(g.lane((k - 1) % g.size()).mn_qpn);
-  co_await p.alloc_lock.Lock();
-  Result<AllocGrant> grant = co_await p.alloc->Allocate(qpns, timeout_);
-  if (!grant.ok()) {
-    // No reply: the chain faulted. The MN CPU finds out why and rebuilds it.
-    p.alloc = NewAllocClient(p);
-    co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 3);
-    r.status = co_await Mn().RenewAlloc(p.id, p.alloc->qp());
+  // Allocations overlap on the pair's Alloc QP (up to alloc_lanes in flight).
+  // One that fails on a client another allocation already had renewed
+  // retries once on the new one.
+  for (int attempt = 0;; ++attempt) {
+    Result<Chunk> r;
+    if (notice() == kNoticeEmpty) {
+      // The MN said the queue ran dry: ask before spending a chain on it.
+      r.status = co_await Mn().Probe();
+      if (!r.ok()) co_return r;
+    }
+    std::shared_ptr<AllocClient> client = p.alloc;
+    Result<AllocGrant> grant = co_await client->Allocate(qpns, timeout_);
+    if (grant.ok()) co_return GrantedChunk(g, p, grant.value);
+    co_await p.alloc_lock.Lock();
+    if (client == p.alloc) {
+      // No reply: the chain faulted. The MN CPU finds out why and rebuilds it.
+      p.alloc = NewAllocClient(p);
+      co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 3);
+      r.status = co_await Mn().RenewAlloc(p.id, p.alloc->qp());
+      p.renewal = r.status;
+      p.alloc_lock.Unlock();
+      co_return r;
+    }
     p.alloc_lock.Unlock();
-    co_return r;
+    // The renewal's verdict holds for every allocation it took down: an
+    // empty queue is one for all; a bad request was someone else's.
+    if (attempt > 0 || p.renewal.code() == Code::kOutOfMemory) {
+      r.status = p.renewal.code() == Code::kOutOfMemory ? p.renewal : grant.status;
+      co_return r;
+    }
   }
-  p.alloc_lock.Unlock();
-  const AllocGrant& a = grant.value;
+}
+
+Result<Chunk> OsmwCn::GrantedChunk(AccessGroup& g, Pair& p, const AllocGrant& a) {
+  Result<Chunk> r;
   r.value.addr = a.base;
   r.value.bytes = caps_.granularity_bytes;
   r.value.id = a.handle;
   for (size_t i = 0; i < g.size(); ++i) r.value.rkeys.push_back(a.rkeys.at(1 + i % (g_ - 1)));
   pair_of_handle_[a.handle] = &p;
-  co_return r;
+  return r;
 }
 
 Task<Status> OsmwCn::Free(AccessGroup& g, const Chunk& c) {
@@ -564,7 +599,11 @@ const SystemInfo kOneSidedMw{
       "access group"},
      {"alloc_qps", KnobKind::kInt, "1", "with sep: Alloc/Free QP pairs per CN (paper: 1)", 1, 64},
      {"chain_instances", KnobKind::kInt, "16",
-      "chain instances pre-posted per chain (a power of two)", 4, 64},
+      "chain instances pre-posted per chain (a power of two)", 4, 256},
+     {"alloc_lanes", KnobKind::kInt, "4",
+      "allocations in flight per Alloc QP: lanes of the allocation chain, each its own worker "
+      "and control QP on the MN (chain_instances / alloc_lanes >= 4)",
+      1, 64},
      {"reply_timeout_us", KnobKind::kInt, "1000",
       "a CN declares its chain faulted after this long without a reply", 1, 100000000},
      {"empty_watch_us", KnobKind::kInt, "100",

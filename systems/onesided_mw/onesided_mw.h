@@ -131,6 +131,7 @@ class OsmwMn : public MnBase {
   // Stops `p`'s allocation chain and repairs what its last request left.
   // Returns true when that request found the queue empty.
   Task<bool> RetireAlloc(Pair& p);
+  Task<bool> RepairLane(AllocChain& c, uint32_t w);
   // Unbinds entry i's windows, clears owner_id and enqueues it.
   Task<void> ReclaimEntry(uint32_t i);
   // Moves MW 0 of entry i to another Free QP (after a free chain was rebuilt).
@@ -148,6 +149,7 @@ class OsmwMn : public MnBase {
   uint32_t g_ = 3;
   uint64_t chunk_bytes_ = 4096;
   uint32_t instances_ = 16;
+  uint32_t lanes_ = 4;
   Ps empty_watch_ = 0;
   Ps monitor_period_ = 0;
   uint64_t budget_ = 0;
@@ -186,22 +188,27 @@ class OsmwCn : public CnBase {
     fabric::Mr* mr = nullptr;
     uint64_t alloc_buf = 0;
     uint64_t free_buf = 0;
-    std::unique_ptr<AllocClient> alloc;
+    // Shared: allocations in flight keep the client they posted on alive
+    // while another renews the pair.
+    std::shared_ptr<AllocClient> alloc;
     std::unique_ptr<FreeClient> free;
-    CoMutex alloc_lock;
+    CoMutex alloc_lock;  // one renewal at a time
+    Status renewal;      // what the last renewal of the alloc chain reported
     CoMutex free_lock;
   };
   OsmwMn& Mn();
   Task<Pair*> NewPair();
   Task<void> EnsureNotice();
   Pair& PairFor(const AccessGroup& g);
-  std::unique_ptr<AllocClient> NewAllocClient(Pair& p);
+  std::shared_ptr<AllocClient> NewAllocClient(Pair& p);
+  Result<Chunk> GrantedChunk(AccessGroup& g, Pair& p, const AllocGrant& a);
   std::unique_ptr<FreeClient> NewFreeClient(Pair& p);
 
   uint32_t g_ = 3;
   bool sep_ = true;
   uint32_t alloc_qps_ = 1;
   uint32_t instances_ = 16;
+  uint32_t lanes_ = 4;
   Ps timeout_ = 0;
   std::vector<std::unique_ptr<Pair>> pairs_;
   std::map<const AccessGroup*, Pair*> group_pair_;
