@@ -7,9 +7,19 @@
 namespace dmb::microbench {
 namespace {
 
+// The span of one op's measured instances, for its rate.
+struct Span {
+  Ps first = -1, last = 0;
+  void Add(Ps t0, Ps t1) {
+    if (first < 0 || t0 < first) first = t0;
+    last = std::max(last, t1);
+  }
+};
+
 struct Shared {
   Histogram alloc_lat;
   Histogram free_lat;
+  Span alloc_span, free_span;
   uint64_t alloc_fail = 0;
   uint64_t free_fail = 0;
   int ready = 0;
@@ -17,8 +27,11 @@ struct Shared {
   Ps measure_start = -1;
 };
 
-OpStats Summarize(const char* op, const Histogram& h, uint64_t fails) {
+OpStats Summarize(const char* op, const Histogram& h, const Span& span, uint64_t fails) {
   OpStats s;
+  if (span.first >= 0 && span.last > span.first) {
+    s.kops = static_cast<double>(h.count()) / PsToUs(span.last - span.first) * 1e3;
+  }
   s.op = op;
   s.count = h.count();
   s.lat_us_p50 = h.p50_us();
@@ -36,25 +49,31 @@ Task<void> Thread(Testbed* tb, uint32_t cn_i, systems::AccessGroup* g, const All
                   int batch, Shared* sh) {
   systems::CnSide& cn = tb->cn(cn_i);
   fabric::Runtime& rt = tb->runtime();
-  std::vector<systems::Chunk> held;
+  std::vector<std::pair<systems::Chunk, bool>> held;  // chunk, its alloc was measured
   const int total = spec->warmup_per_thread + spec->ops_per_thread;
   for (int done = 0; done < total;) {
-    const bool measure = done >= spec->warmup_per_thread;
     for (int k = 0; k < batch && done < total; ++k, ++done) {
+      const bool measure = done >= spec->warmup_per_thread;
       const Ps t0 = rt.now();
       auto r = co_await cn.Alloc(*g);
       if (!r.ok()) {
         ++sh->alloc_fail;
         continue;
       }
-      if (measure) sh->alloc_lat.Record(rt.now() - t0);
-      held.push_back(r.value);
+      if (measure) {
+        sh->alloc_lat.Record(rt.now() - t0);
+        sh->alloc_span.Add(t0, rt.now());
+      }
+      held.emplace_back(r.value, measure);
     }
-    for (const auto& c : held) {
+    for (const auto& [c, measure] : held) {
       const Ps t0 = rt.now();
       systems::Status st = co_await cn.Free(*g, c);
       if (!st.ok()) ++sh->free_fail;
-      if (measure) sh->free_lat.Record(rt.now() - t0);
+      if (measure) {
+        sh->free_lat.Record(rt.now() - t0);
+        sh->free_span.Add(t0, rt.now());
+      }
     }
     held.clear();
   }
@@ -105,8 +124,8 @@ AllocBenchResult RunAllocBench(const AllocBenchSpec& spec) {
   r.cns = spec.bed.cns;
   r.mn_cores = mn_cpu ? mn_cpu->cores() : spec.bed.mn_cores;
   r.batch = batch;
-  r.alloc = Summarize("alloc", sh.alloc_lat, sh.alloc_fail);
-  r.free = Summarize("free", sh.free_lat, sh.free_fail);
+  r.alloc = Summarize("alloc", sh.alloc_lat, sh.alloc_span, sh.alloc_fail);
+  r.free = Summarize("free", sh.free_lat, sh.free_span, sh.free_fail);
   const double busy = mn_cpu ? static_cast<double>(mn_cpu->busy_ps() - busy0) : 0;
   r.elapsed_us = PsToUs(elapsed);
   r.mn_cpu_cores_busy = elapsed > 0 ? busy / static_cast<double>(elapsed) : 0;

@@ -18,7 +18,10 @@ struct AllocBenchSpec {
   int threads = 1;           // per CN
   int ops_per_thread = 200;  // allocations (and as many frees) per thread, measured
   int warmup_per_thread = 16;
-  int batch = 8;  // chunks held before freeing them (reduced to fit the pool)
+  // Chunks a thread holds before freeing them (reduced to fit the pool).
+  // batch >= warmup + ops: threads only allocate, so `kops` is the rate the
+  // approach sustains with `threads` allocations outstanding.
+  int batch = 8;
 };
 
 struct OpStats {
@@ -27,6 +30,10 @@ struct OpStats {
   double lat_us_p50 = 0;
   double lat_us_p99 = 0;
   double lat_us_mean = 0;
+  // Measured operations per virtual second / 1000, over the span from the
+  // first measured one's start to the last one's end (frees included when
+  // the threads interleave them: see AllocBenchSpec::batch).
+  double kops = 0;
   uint64_t failures = 0;
 };
 

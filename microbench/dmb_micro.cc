@@ -48,10 +48,12 @@ Benches (--bench):
                 (after 100 unmeasured warm-up ops).
                 Counters: lat_us_p50 lat_us_p99 lat_us_mean count mops
   alloc         Each CN thread repeatedly allocates a batch of chunks from
-                --system and frees them; --ops measured allocations per thread.
-                Counters: lat_us_p50 lat_us_p99 lat_us_mean (allocation),
-                free_lat_us_p50 free_lat_us_p99 free_lat_us_mean, count,
-                failures, free_failures, mn_cpu_busy_frac
+                --system and frees them; --ops measured allocations per thread,
+                --batch chunks held before freeing (default 8; >= ops + 16:
+                allocate only, so kops is the sustained allocation rate).
+                Counters: lat_us_p50 lat_us_p99 lat_us_mean kops (allocation),
+                free_lat_us_p50 free_lat_us_p99 free_lat_us_mean free_kops,
+                count, failures, free_failures, mn_cpu_busy_frac
   offload_read  One-sided READ (--op write: WRITE) of --size bytes from one CN
                 thread (one QP, one WR outstanding) to the MN while
                 --offload-qps extra MN QPs hold offloaded (cross-channel) WRs
@@ -98,6 +100,8 @@ Options (each names the benches it applies to; others are an error):
   --ops N              all but kv: measured operations (per thread for access/alloc);
                        default access 2000, alloc 200, offload_read 1000,
                        mr_reg 5, mw_bind 100
+  --batch N            alloc: chunks each thread holds before freeing them
+                       (default 8)
   --offload-qps N      offload_read: MN QPs holding offloaded WRs (default 0)
   --mw-type 1|2        mw_bind: memory-window type (default 1)
   --page 4KB|2MB       mr_reg: OS pages backing the region (default 4KB; Patronus and
@@ -142,6 +146,7 @@ struct Args {
   std::string op = "read";
   std::string size = "4KB";
   std::optional<int> ops;
+  int batch = 8;  // alloc
   int offload_qps = 0;
   int mw_type = 1;
   uint64_t page = 4096;  // mr_reg: pages backing the region
@@ -205,6 +210,7 @@ const std::vector<FlagDef>& Flags() {
       {"--op", {"access", "offload_read"}},
       {"--size", {"access", "offload_read", "mr_reg", "mw_bind"}},
       {"--ops", {"access", "alloc", "offload_read", "mr_reg", "mw_bind"}},
+      {"--batch", {"alloc"}},
       {"--offload-qps", {"offload_read"}},
       {"--mw-type", {"mw_bind"}},
       {"--page", {"mr_reg"}},
@@ -242,6 +248,8 @@ void Assign(Args* a, const std::string& flag, const std::string& v) {
     a->size = v;
   } else if (flag == "--ops") {
     a->ops = ParseInt<int>(flag, v, 1, 100'000'000);
+  } else if (flag == "--batch") {
+    a->batch = ParseInt<int>(flag, v, 1, 100'000'000);
   } else if (flag == "--offload-qps") {
     a->offload_qps = ParseInt<int>(flag, v, 0, 65536);
   } else if (flag == "--page") {
@@ -390,6 +398,7 @@ Report RunAlloc(const Args& a) {
   spec.bed = BedSpec(a);
   spec.threads = a.threads;
   spec.ops_per_thread = *a.ops;
+  spec.batch = a.batch;
   const AllocBenchResult r = RunAllocBench(spec);
   Report rep;
   rep.name = "alloc";
@@ -398,6 +407,8 @@ Report RunAlloc(const Args& a) {
   rep.counters = {{"lat_us_p50", r.alloc.lat_us_p50},
                   {"lat_us_p99", r.alloc.lat_us_p99},
                   {"lat_us_mean", r.alloc.lat_us_mean},
+                  {"kops", r.alloc.kops},
+                  {"free_kops", r.free.kops},
                   {"free_lat_us_p50", r.free.lat_us_p50},
                   {"free_lat_us_p99", r.free.lat_us_p99},
                   {"free_lat_us_mean", r.free.lat_us_mean},

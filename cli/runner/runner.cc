@@ -51,19 +51,12 @@ const std::map<std::string, std::map<std::string, std::string>> kOpDefaults = {
     {"mw_bind", {{"size", "4096"}, {"mw_type", "1"}}},
 };
 
-const std::map<std::string, std::string> kFlagOf = {{"threads", "--threads"},
-                                                    {"cns", "--cns"},
-                                                    {"mn_cores", "--mn-cores"},
-                                                    {"pool", "--pool"},
-                                                    {"io", "--op"},
-                                                    {"size", "--size"},
-                                                    {"ops", "--ops"},
-                                                    {"offload_qps", "--offload-qps"},
-                                                    {"mw_type", "--mw-type"},
-                                                    {"page", "--page"},
-                                                    {"workload", "--workload"},
-                                                    {"value", "--value"},
-                                                    {"keys", "--keys"}};
+const std::map<std::string, std::string> kFlagOf = {
+    {"threads", "--threads"}, {"cns", "--cns"},     {"mn_cores", "--mn-cores"},
+    {"pool", "--pool"},       {"io", "--op"},       {"size", "--size"},
+    {"ops", "--ops"},         {"batch", "--batch"}, {"offload_qps", "--offload-qps"},
+    {"mw_type", "--mw-type"}, {"page", "--page"},   {"workload", "--workload"},
+    {"value", "--value"},     {"keys", "--keys"}};
 
 std::map<std::string, std::string> Params(const Point& p) {
   auto out = p.params;

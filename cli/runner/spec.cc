@@ -29,7 +29,7 @@ const std::vector<std::string> kMatchKeys = {
 // The parameters each op takes (the micro program refuses the others).
 const std::map<std::string, std::vector<std::string>> kOpParams = {
     {"access", {"threads", "cns", "mn_cores", "pool", "io", "size", "ops"}},
-    {"alloc", {"threads", "cns", "mn_cores", "pool", "ops"}},
+    {"alloc", {"threads", "cns", "mn_cores", "pool", "ops", "batch"}},
     {"offload_read", {"io", "size", "ops", "offload_qps"}},
     {"mr_reg", {"size", "ops", "page"}},
     {"mw_bind", {"size", "ops", "mw_type"}},
@@ -102,7 +102,9 @@ std::string CheckParam(const std::string& key, const std::string& v, const std::
     }
     return std::to_string(std::stoull(v));
   };
-  if (key == "threads" || key == "cns" || key == "ops" || key == "keys") return positive(1);
+  if (key == "threads" || key == "cns" || key == "ops" || key == "keys" || key == "batch") {
+    return positive(1);
+  }
   if (key == "workload") {
     if (v != "fillsync" && v != "ycsbd" && v != "insert") {
       Fail(where, "expected fillsync, ycsbd or insert, got \"" + v + "\"");
@@ -274,6 +276,8 @@ const std::vector<std::string>& KnownMetrics() {
                                              "dereg_lat_us_mean",
                                              "invalidate_lat_us_mean",
                                              "mops",
+                                             "kops",
+                                             "free_kops",
                                              "mn_cpu_busy_frac",
                                              "tput_mops",
                                              "delete_tput_mops",
@@ -288,7 +292,7 @@ const std::vector<std::string>& KnownMetrics() {
 const std::vector<std::string>& KnownParams() {
   static const std::vector<std::string> k = {"threads",  "cns",   "mn_cores",    "pool",    "io",
                                              "size",     "ops",   "offload_qps", "mw_type", "page",
-                                             "workload", "value", "keys"};
+                                             "workload", "value", "keys",        "batch"};
   return k;
 }
 

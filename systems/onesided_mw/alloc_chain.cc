@@ -154,9 +154,7 @@ std::vector<uint64_t> AllocChain::ControlValues(uint64_t s, uint32_t g, bool rec
       l0 + 6,        // WAIT L6
       l0 + 7,        // EN L7
       s,             // WAIT gcq: instances before s enabled their part of A
-      a0 + g,        // EN binds
-      l0 + 7,        // WAIT L7
-      a0 + a_per,    // EN reply, ticket ENABLE (and padding)
+      a0 + a_per,    // EN binds, reply, ticket ENABLE (and padding)
   };
   if (recycle) v.push_back(kControlWrsRecycle * (j + 2));  // EN C through its next instance
   return v;
@@ -188,7 +186,8 @@ Task<void> AllocChain::Arm(uint32_t n) {
     PostRecvs(s);
     PostControlPart(s);
     ++armed_;
-    const uint32_t wrs = (rec ? 2 : 1) + a_per + kWorkerWrs + (rec ? 16 : 15);
+    const uint32_t wrs =
+        (rec ? 2 : 1) + a_per + kWorkerWrs + (rec ? kControlWrsRecycle : kControlWrs);
     co_await mn_->cpu().Work(cost_post_, wrs);
   }
   if (rec) {
@@ -346,7 +345,7 @@ void AllocChain::PostRecvs(uint64_t s) {
     const uint64_t c_next = kControlWrsRecycle * ((LaneIndex(s) + 1) % LaneInstances());
     RecvWr rv;
     rv.wr_id = 2 * s;
-    for (uint32_t i = 0; i < kControlWrsRecycle; ++i) {
+    for (uint32_t i = 0; i < kControlWrs + 1; ++i) {
       rv.sg_list.push_back(
           {ln.c->SendWqeAddr(c_next + i) + WqeLayout::kOperand0, 8, ln.c_ring_data_mr->lkey()});
     }
@@ -385,12 +384,14 @@ void AllocChain::PostControlPart(uint64_t s) {
   Post(c, chain::WaitWr(ln.lcq, cv[9]), "WAIT L6");
   Post(c, chain::EnableWr(ln.l, cv[10]), "ENABLE L7");
   Post(c, chain::WaitWr(gcq_, cv[11]), "WAIT previous instance's A part");
-  Post(c, chain::EnableWr(a_, cv[12]), "ENABLE binds");
-  Post(c, chain::WaitWr(ln.lcq, cv[13]), "WAIT L7");
-  SendWr done = chain::EnableWr(a_, cv[14]);
-  done.flags |= fabric::kSignaled;  // counted by gcq: the next instance may enable its binds
-  Post(c, done, "ENABLE reply, ticket");
-  if (cfg_.recycle) Post(c, chain::EnableWr(c, cv[15]), "ENABLE C's next instance");
+  SendWr done = chain::EnableWr(a_, cv[12]);
+  done.flags |= fabric::kSignaled;  // counted by gcq: the next instance may enable its part
+  Post(c, done, "ENABLE binds, reply, ticket");
+  if (!cfg_.recycle) return;
+  Post(c, chain::EnableWr(c, cv[13]), "ENABLE C's next instance");
+  for (uint32_t k = kControlWrs + 1; k < kControlWrsRecycle; ++k) {
+    Post(c, chain::NopWr(), "NOP padding");  // no completion, counted by no WAIT
+  }
 }
 
 bool AllocChain::Faulted() const {

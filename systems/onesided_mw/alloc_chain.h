@@ -69,16 +69,19 @@
 //        WAIT lcq_w >= 8j+3        EN L4..L5    (element address in L4, L5)
 //        WAIT lcq_w >= 8j+4        EN L6        (entry address in L6)
 //        WAIT lcq_w >= 8j+6        EN L7        (owner_ptr in L7)
-//        WAIT gcq >= s             EN A.bind[0..G-1]  (binds rewritten; the
-//                                                 instances before s have
-//                                                 enabled all of theirs)
-//        WAIT lcq_w >= 8j+7        EN A.reply..A.enable, signaled -> gcq
-//                                                (owner recorded)
+//        WAIT gcq >= s             EN A.bind[0]..A.enable, signaled -> gcq
+//                                  (binds rewritten; the instances before s
+//                                  have enabled all of theirs)
 // A runs in order, so the reply starts only after every bind of its instance
-// succeeded (a failed bind moves A to ERR and flushes the reply). gcq counts
-// the instances whose part of A is enabled: an ENABLE enables every WQE
-// below its index, so lane w may enable s's binds only once s-1's part (on
-// another lane) is enabled too, or it would release s-1's unrewritten binds.
+// succeeded (a failed bind moves A to ERR and flushes the reply): no gate
+// between binds and reply. gcq counts the instances whose part of A is
+// enabled: an ENABLE enables every WQE below its index, so lane w may enable
+// s's part only once s-1's part (on another lane) is enabled too, or it
+// would release s-1's unrewritten binds. L7 (owner_id) needs no gate before
+// the reply either: its address is the MN's own owner_ptr, read by L6, so it
+// cannot fault while L_w is healthy; it may land just after the reply, and
+// the MN's Quiesce waits for every started step before it Inspects. This
+// leaves 5 dependent gates per allocation (L1, L2-L3, L4, L6, then A).
 //
 // Why the ticket: a WAIT counts every completion, flushes included. When A
 // faults (a bad access qpn or CN_buff in the request) its RQ and SQ flush, so
@@ -113,14 +116,14 @@
 // posted once and then reused in place forever, with no MN CPU. The rings of
 // A, L_w and C_w hold exactly K, K/W and K/W instances (K/W a power of two >=
 // 4; A's instance is padded with unsignaled NOPs to P_A = bit_ceil(G+2)
-// WQEs, C_w's has 16), so absolute WQE index i of instance j+K/W sits where
+// WQEs, C_w's to 16), so absolute WQE index i of instance j+K/W sits where
 // instance j's did. What differs from round to round is only absolute: WAIT
 // counts, ENABLE indices, the reply's imm and the RQ doorbell record. The CN
 // knows how many requests it sent, computes them (ControlValues) and sends
 // them with each request; RECVs scatter them into exactly those WQE fields
 // (never a whole WQE: a CN cannot change an opcode, a CQ or a target QP). A
 // request is two SENDs, so A's RQ holds 2K RECVs:
-//   RECV 2s   (16 x 8 B)  the 16 operand0 fields (WAIT counts, ENABLE
+//   RECV 2s   (14 x 8 B)  the 14 operand0 fields (WAIT counts, ENABLE
 //                         indices) of C_w's next instance, s+W
 //   RECV 2s+1 the request as above, then the reply's imm (= s), the ticket
 //             ENABLE index of A's tail and the RQ doorbell record
@@ -195,14 +198,14 @@ class AllocChain {
   // the WAITs and ENABLEs on its lane's C.
   static constexpr uint32_t kWorkerWrs = 8;
   static constexpr uint32_t kAllocWrs(uint32_t g) { return g + 2; }
-  static constexpr uint32_t kControlWrs = 15;
-  // Recycling: C's instance (the 15 above and C's ENABLE of itself), A's
-  // instance padded to a power of two, RECVs per request.
+  static constexpr uint32_t kControlWrs = 13;
+  // Recycling: C's instance (the 13 above, C's ENABLE of itself and NOP
+  // padding), A's instance padded to a power of two, RECVs per request.
   static constexpr uint32_t kControlWrsRecycle = 16;
   static uint32_t AllocSlotWrs(uint32_t g) { return std::bit_ceil(kAllocWrs(g)); }
   static constexpr uint32_t kRecvsPerRequestRecycle = 2;
   // The operand0 of each of C_w's WQEs of instance `s` (WAIT counts, ENABLE
-  // indices; the 16th only when recycling) for a chain of `lanes` lanes,
+  // indices; the 14th only when recycling) for a chain of `lanes` lanes,
   // assuming every QP starts at index 0 and holds only this chain: what Arm
   // posts and what a recycling CN sends for the lane's next instance.
   static std::vector<uint64_t> ControlValues(uint64_t s, uint32_t g, bool recycle,

@@ -543,11 +543,18 @@ TEST(OnesidedMwRecycle, SlotPaddingAndTheValuesTheCnScattersAreComputedOnce) {
   EXPECT_EQ(AllocChain::AllocSlotWrs(7), 16u);
   const std::vector<uint64_t> v0 = AllocChain::ControlValues(0, 3, true);
   const std::vector<uint64_t> v5 = AllocChain::ControlValues(5, 3, true);
-  ASSERT_EQ(v0.size(), AllocChain::kControlWrsRecycle);
+  ASSERT_EQ(v0.size(), AllocChain::kControlWrs + 1);
   EXPECT_EQ(v5[1], 12u) << "two RECVs per request";
   EXPECT_EQ(v5[11], 5u) << "instances 0..4 have enabled their part of A";
-  EXPECT_EQ(v5[12], 5u * 8 + 3) << "A's instance is padded to 8 WQEs";
-  EXPECT_EQ(v5[15], 16u * 7) << "C enables itself through the next instance";
+  EXPECT_EQ(v5[12], 6u * 8) << "A's instance is padded to 8 WQEs";
+  EXPECT_EQ(v5[13], 16u * 7) << "C enables itself through the next instance";
+  // Four lanes: instance 5 is lane 1's second; its L and C counts are the
+  // lane's own, its A index and request count absolute.
+  const std::vector<uint64_t> w5 = AllocChain::ControlValues(5, 3, true, 4);
+  EXPECT_EQ(w5[0], 8u) << "lane 1's previous ticket: its first instance's 8 steps";
+  EXPECT_EQ(w5[1], 12u);
+  EXPECT_EQ(w5[12], 6u * 8);
+  EXPECT_EQ(w5[13], 16u * 3) << "C_1 enables itself through its third instance";
 }
 
 }  // namespace

@@ -14,6 +14,19 @@ using fabric::QpState;
 using fabric::SendWr;
 using fabric::WcStatus;
 
+// The allocation chain's lanes: alloc_lanes, or (0) 8 when the CN's threads
+// share a pair (sep) and 1 when every access group has its own. 8: past 4
+// lanes one Alloc QP is bound by its lanes' cycles (each lane's next instance
+// waits for its previous one's ticket), at 8 by A's in-order bind/reply part;
+// 16 lanes add offload penalty to every MN WR and are slower (results/README).
+namespace {
+uint32_t AllocLanes(const Knobs& k) {
+  const int64_t lanes = k.Int("alloc_lanes");
+  if (lanes > 0) return static_cast<uint32_t>(lanes);
+  return k.Bool("sep") ? 8 : 1;
+}
+}  // namespace
+
 // ============================== MN side ==============================
 
 OsmwMn::OsmwMn(const Deployment& d, const Knobs& k)
@@ -21,12 +34,12 @@ OsmwMn::OsmwMn(const Deployment& d, const Knobs& k)
       g_(static_cast<uint32_t>(k.Int("group_size"))),
       chunk_bytes_(k.Size("granularity")),
       instances_(static_cast<uint32_t>(k.Int("chain_instances"))),
-      lanes_(static_cast<uint32_t>(k.Int("alloc_lanes"))),
+      lanes_(AllocLanes(k)),
       empty_watch_(static_cast<Ps>(k.Int("empty_watch_us")) * kPsPerUs),
       monitor_period_(static_cast<Ps>(k.Int("monitor_period_us")) * kPsPerUs),
       budget_(static_cast<uint64_t>(k.Int("budget_chunks"))) {
   if (!std::has_single_bit(instances_)) {
-    throw ConfigError("onesided_mw: chain_instances must be a power of two (4..64), got " +
+    throw ConfigError("onesided_mw: chain_instances must be a power of two (4..256), got " +
                       std::to_string(instances_));
   }
   if (instances_ % lanes_ != 0 || instances_ / lanes_ < 4 ||
@@ -426,7 +439,7 @@ OsmwCn::OsmwCn(const Deployment& d, uint32_t cn_index, MnControl* mn, const Knob
       sep_(k.Bool("sep")),
       alloc_qps_(static_cast<uint32_t>(k.Int("alloc_qps"))),
       instances_(static_cast<uint32_t>(k.Int("chain_instances"))),
-      lanes_(static_cast<uint32_t>(k.Int("alloc_lanes"))),
+      lanes_(AllocLanes(k)),
       timeout_(static_cast<Ps>(k.Int("reply_timeout_us")) * kPsPerUs) {}
 
 OsmwMn& OsmwCn::Mn() {
@@ -598,12 +611,15 @@ const SystemInfo kOneSidedMw{
       "Management-Access QP Separation: true = alloc_qps pairs per CN; false = chains on every "
       "access group"},
      {"alloc_qps", KnobKind::kInt, "1", "with sep: Alloc/Free QP pairs per CN (paper: 1)", 1, 64},
-     {"chain_instances", KnobKind::kInt, "16",
-      "chain instances pre-posted per chain (a power of two)", 4, 256},
-     {"alloc_lanes", KnobKind::kInt, "4",
+     {"chain_instances", KnobKind::kInt, "32",
+      "chain instances pre-posted per chain (a power of two; the allocation chain's are split "
+      "among its lanes, 4 or more each)",
+      4, 256},
+     {"alloc_lanes", KnobKind::kInt, "0",
       "allocations in flight per Alloc QP: lanes of the allocation chain, each its own worker "
-      "and control QP on the MN (chain_instances / alloc_lanes >= 4)",
-      1, 64},
+      "and control QP on the MN (chain_instances / alloc_lanes >= 4); 0 = 8 with sep (the CN's "
+      "threads share a pair), 1 without (one thread per pair)",
+      0, 64},
      {"reply_timeout_us", KnobKind::kInt, "1000",
       "a CN declares its chain faulted after this long without a reply", 1, 100000000},
      {"empty_watch_us", KnobKind::kInt, "100",
