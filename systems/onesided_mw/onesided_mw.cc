@@ -14,16 +14,19 @@ using fabric::QpState;
 using fabric::SendWr;
 using fabric::WcStatus;
 
-// The allocation chain's lanes: alloc_lanes, or (0) 8 when the CN's threads
-// share a pair (sep) and 1 when every access group has its own. 8: past 4
-// lanes one Alloc QP is bound by its lanes' cycles (each lane's next instance
-// waits for its previous one's ticket), at 8 by A's in-order bind/reply part;
-// 16 lanes add offload penalty to every MN WR and are slower (results/README).
+// The allocation chain's lanes: alloc_lanes, or (0) 4 when the CN's threads
+// share a pair (sep) and 1 when every access group has its own. Lanes trade
+// chain concurrency against the offload penalty every cross-channel QP puts
+// on every MN WR (2 QPs per lane). Measured (results/README, alloc-rate):
+// one CN saturates at 251 kops with 4 lanes, 290 with 8, 254 with 16; KV
+// insert throughput at 1 CN x 24 threads 0.50 / 0.58 Mops (4 / 8 lanes),
+// at 6 CNs x 8 threads 1.15 / 0.82 Mops (2 lanes: 1.43). 4 is the middle of
+// that trade-off under the current penalty model (issue 14 revisits it).
 namespace {
 uint32_t AllocLanes(const Knobs& k) {
   const int64_t lanes = k.Int("alloc_lanes");
   if (lanes > 0) return static_cast<uint32_t>(lanes);
-  return k.Bool("sep") ? 8 : 1;
+  return k.Bool("sep") ? 4 : 1;
 }
 }  // namespace
 
@@ -617,7 +620,7 @@ const SystemInfo kOneSidedMw{
       4, 256},
      {"alloc_lanes", KnobKind::kInt, "0",
       "allocations in flight per Alloc QP: lanes of the allocation chain, each its own worker "
-      "and control QP on the MN (chain_instances / alloc_lanes >= 4); 0 = 8 with sep (the CN's "
+      "and control QP on the MN (chain_instances / alloc_lanes >= 4); 0 = 4 with sep (the CN's "
       "threads share a pair), 1 without (one thread per pair)",
       0, 64},
      {"reply_timeout_us", KnobKind::kInt, "1000",

@@ -69,9 +69,9 @@ TEST(OneSidedMw, SepSharesOnePairPerCnNosepGivesEveryGroupItsOwn) {
     std::cout << "[ sep=" << sep << " ] 4 groups: " << Cn(tb, 0).pairs() << " pair(s), " << added
               << " MN QPs holding offloaded WRs\n";
     EXPECT_EQ(Cn(tb, 0).pairs(), sep ? 1u : 4u);
-    // alloc: A, B and an L and C per lane (by default 8 with sep, where the
+    // alloc: A, B and an L and C per lane (by default 4 with sep, where the
     // CN's threads share the pair, and 1 without); free: F U L C B.
-    EXPECT_EQ(added, static_cast<int>(Cn(tb, 0).pairs()) * (2 + 2 * (sep ? 8 : 1) + 5));
+    EXPECT_EQ(added, static_cast<int>(Cn(tb, 0).pairs()) * (2 + 2 * (sep ? 4 : 1) + 5));
   }
 }
 
