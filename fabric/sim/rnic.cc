@@ -323,8 +323,12 @@ void Rnic::StartNext(SimQp* qp) {
   qp->next_start_ = t_done;
 
   if (early != WcStatus::kSuccess || !IsRemote(w.opcode)) {
-    // Local WQE: its effect and CQE land together; later WQEs wait for it.
-    Ps t = t_done + tm.PcieWrite(64);
+    // Local WQE: its effect (and CQE, when it writes one) land together;
+    // later WQEs wait for it. Hardware writes no CQE for an unsignaled WR
+    // that succeeds, so an unsignaled NOP, WAIT or ENABLE holds the QP only
+    // for its processing (a WAIT still counts only the CQEs others write).
+    const bool writes_cqe = (w.flags & fabric::kSignaled) || early != WcStatus::kSuccess;
+    Ps t = writes_cqe ? t_done + tm.PcieWrite(64) : t_done;
     if (w.opcode == Opcode::kBindMw || w.opcode == Opcode::kLocalInv) t += tm.umr;
     qp->next_start_ = t;
     sim.Schedule(t, kComplete, OnComplete, op, op->wqe_index);
