@@ -15,6 +15,11 @@
 //   +ring_bytes + 64   MWTable: entries x entry_stride
 //
 // The region is aligned to ring_bytes (ring_slots is a power of two, >= 2).
+// ring_slots holds every entry plus `dead_slots` dead positions (rounded up to
+// a power of two): the claims allocation chains make past the tail while the
+// queue runs dry (RingRepair; up to one per chain lane in flight before the
+// CNs are told to stop), so an element the MN moves to the tail never lands
+// on a position the head has not passed. OsmwMn reserves as many as entries.
 //
 // Free-MW queue ([OSMW] §3.1 "circular-buffer-based queue").
 //   element:  u64 BE = address of an MWTable entry; 0 = empty (never an entry
@@ -97,7 +102,7 @@ inline constexpr uint64_t OwnerIdOfCn(uint32_t cn_index) { return uint64_t{cn_in
 struct Layout {
   uint32_t group_size = 0;
   uint32_t entries = 0;
-  uint32_t ring_slots = 0;  // power of two >= max(2, entries)
+  uint32_t ring_slots = 0;  // power of two >= max(2, entries + dead_slots)
   uint64_t ring_bytes = 0;
   uint64_t head_off = 0;
   uint64_t tail_off = 0;
@@ -105,7 +110,7 @@ struct Layout {
   uint64_t entry_stride = 0;
   uint64_t total_bytes = 0;
 
-  static Layout Make(uint32_t group_size, uint32_t entries) {
+  static Layout Make(uint32_t group_size, uint32_t entries, uint32_t dead_slots = 0) {
     if (group_size < 1 || group_size > kMaxGroupSize) {
       throw std::invalid_argument("onesided_mw: group size must be 1.." +
                                   std::to_string(kMaxGroupSize) + ", got " +
@@ -115,7 +120,7 @@ struct Layout {
     Layout l;
     l.group_size = group_size;
     l.entries = entries;
-    l.ring_slots = std::bit_ceil(std::max<uint32_t>(2, entries));
+    l.ring_slots = std::bit_ceil(std::max<uint32_t>(2, entries + dead_slots));
     l.ring_bytes = uint64_t{l.ring_slots} * kElementBytes;
     l.head_off = l.ring_bytes;
     l.tail_off = l.ring_bytes + 8;

@@ -13,7 +13,7 @@ Task<std::unique_ptr<Metadata>> Metadata::Create(fabric::Node* mn, fabric::Pd* d
   md->data_pd_ = data_pd;
   md->pool_mr_ = pool_mr;
   md->cfg_ = cfg;
-  md->layout_ = Layout::Make(cfg.group_size, cfg.entries);
+  md->layout_ = Layout::Make(cfg.group_size, cfg.entries, cfg.dead_slots);
   const Layout& l = md->layout_;
   if (cfg.chunk_bytes == 0 || pool_mr->length() / cfg.chunk_bytes < cfg.entries) {
     throw std::invalid_argument("onesided_mw: the pool MR holds " +

@@ -17,6 +17,7 @@ struct MetadataConfig {
   uint32_t group_size = 3;      // MWs per chunk (G): MW 0 for the Free QP, G-1 access QPs
   uint32_t entries = 16;        // chunks (MWTable entries)
   uint64_t chunk_bytes = 4096;  // allocation granularity
+  uint32_t dead_slots = 0;      // ring room for claims past the tail (Layout)
   // Windows allow RDMA atomics too: apps commit with CAS (RACE hashing).
   uint32_t mw_access = fabric::kRemoteRead | fabric::kRemoteWrite | fabric::kRemoteAtomic;
 };

@@ -73,6 +73,9 @@ Task<void> OsmwMn::Setup() {
   mc.group_size = g_;
   mc.entries = static_cast<uint32_t>(entries);
   mc.chunk_bytes = chunk_bytes_;
+  // Claims past the tail while the queue runs dry: at most one per lane of
+  // every chain in flight; as many as entries is room for any deployment.
+  mc.dead_slots = mc.entries;
   md_ = co_await Metadata::Create(node_, pd_, pool_mr_, mc);
   const Layout& l = md_->layout();
   ring_ = co_await RingRepair::Create({deployment_.cluster, node_, md_->meta_mr(), md_->ring_addr(),
@@ -337,7 +340,13 @@ Task<void> OsmwMn::RenewFree(uint32_t pair, fabric::Qp* cn_free_qp, fabric::Qp* 
 }
 
 Task<void> OsmwMn::SweepAndMaybeReopen() {
-  st_.elements_moved += co_await ring_->Sweep();
+  // An element moved to the tail may land in another dead position (the
+  // lanes of several chains claimed past the tail together): sweep until
+  // nothing moves.
+  for (uint64_t moved = 1; moved > 0;) {
+    moved = co_await ring_->Sweep();
+    st_.elements_moved += moved;
+  }
   if (empty_ && ring_->HeadHasElement()) {
     empty_ = false;
     NotifyAll(kNoticeOk);

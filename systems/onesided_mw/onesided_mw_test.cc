@@ -358,7 +358,7 @@ TEST(OneSidedMw, OverBudgetCnIsCutOff) {
   EXPECT_EQ(why.code(), Code::kOutOfMemory);
   EXPECT_NE(why.message().find("budget"), std::string::npos);
   EXPECT_LT(greedy_got, 200);
-  EXPECT_GT(greedy_got, 8);
+  EXPECT_GE(greedy_got, 8);  // the monitor may cut it while its 9th claim is in flight
   EXPECT_TRUE(Mn(tb).cut(0));
   EXPECT_FALSE(Mn(tb).cut(1));
   EXPECT_EQ(honest_got, 8);
