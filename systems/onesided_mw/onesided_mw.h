@@ -15,7 +15,10 @@
 //   sep=false: every access group gets its own pair, so the number of MN
 //             QPs holding offloaded WRs grows with the threads and the sim's
 //             per-QP offload penalty ([OSMW] §3.2) slows every WR of the MN.
-// A pair serves one request at a time per chain (CN-side lock).
+// Allocations overlap on a pair: its allocation chain has `alloc_lanes` lanes
+// (by default 4 with sep, 1 without), so that many requests are inside one
+// Alloc QP at once (alloc_chain.h "Pipelining"); the CN keeps up to that many
+// in flight. Frees still go one at a time per pair (CN-side lock).
 //
 // Groups ([OSMW] §4.2 "QP and MW Grouping"): group_size G MWs per chunk,
 // MW 0 on the Free QP and MW k (k = 1..G-1) on the group's lane k-1, so an
@@ -25,12 +28,15 @@
 // Faults and the MN CPU (all off the allocation, free and access paths):
 //  - A CN whose allocation got no reply within reply_timeout_us asks the MN
 //    to renew the chain (RenewAlloc). The MN stops the old chain and reads
-//    what the faulted request did (AllocChain::Inspect): a claim that found
+//    what each lane's last request did (AllocChain::Inspect): a claim that found
 //    the element 0 is the empty queue ([OSMW] §4.3): the dead position goes
 //    to RingRepair, every CN is told (an RDMA WRITE to its notice word), and
 //    the allocation returns kOutOfMemory. A claim that got an entry but no
-//    grant (a bad request: access qpn, CN_buff) is reclaimed at once. Either
-//    way a fresh chain is armed for the CN.
+//    grant (a bad request: access qpn, CN_buff; or a request in flight on
+//    another lane when the chain faulted) is reclaimed at once. Either way a
+//    fresh chain is armed for the CN; the other allocations the fault took
+//    down get the same verdict (kOutOfMemory) or retry once (a bad request
+//    was someone else's).
 //  - While the notice says "empty" a CN asks the MN before allocating
 //    (Probe: the MN CPU sweeps the ring); a watcher task also sweeps every
 //    empty_watch_us, and both clear the notice when memory is back.
