@@ -1,0 +1,44 @@
+// TraceCache: recorded traces kept on disk by (workload, scale, seed), so a
+// later run replays the same trace without re-running the algorithm.
+//
+// A file is <dir>/<workload>-scale<scale>-seed<seed>.trace holding a text
+// key line (workload, scale, seed, and the workload's version string, which
+// changes whenever its algorithm or parameters change) and the serialized
+// trace. A file whose key line or body does not match is re-recorded.
+// Files are written to a temporary name and renamed into place.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "apps/swap/trace.h"
+
+namespace dmb::apps::swap {
+
+struct TraceKey {
+  std::string workload;
+  double scale = 1.0;
+  uint64_t seed = 0;
+  std::string version;  // the workload's algorithm/parameter version
+  std::string FileName() const;
+  std::string KeyLine() const;
+};
+
+class TraceCache {
+ public:
+  explicit TraceCache(std::filesystem::path dir);
+
+  // The trace for `key`: from disk if a valid file exists (*hit = true),
+  // else from `record`, then stored.
+  Trace GetOrRecord(const TraceKey& key, const std::function<Trace()>& record, bool* hit = nullptr);
+  std::filesystem::path PathOf(const TraceKey& key) const { return dir_ / key.FileName(); }
+
+ private:
+  bool Load(const TraceKey& key, Trace* out) const;
+  void Store(const TraceKey& key, const Trace& t) const;
+
+  std::filesystem::path dir_;
+};
+
+}  // namespace dmb::apps::swap

@@ -1,0 +1,88 @@
+#include "apps/swap/workloads.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "apps/swap/graph.h"
+#include "apps/swap/kmeans.h"
+#include "apps/swap/pagerank.h"
+
+namespace dmb::apps::swap {
+namespace {
+
+constexpr uint64_t kGB = 1ull << 30;
+
+struct Entry {
+  const char* name;
+  uint64_t paper_bytes;
+  const char* version;
+};
+
+constexpr Entry kEntries[] = {
+    {"kmeans", 2 * kGB, "elkan-v1"},
+    {"kmeans-32g", 32 * kGB, "elkan-v1"},
+    {"pagerank", 14 * kGB, "prgs-v1"},
+};
+
+const Entry& Find(const std::string& name) {
+  for (const Entry& e : kEntries) {
+    if (name == e.name) return e;
+  }
+  throw std::invalid_argument("unknown swap workload: " + name);
+}
+
+uint64_t ScaledBytes(const Entry& e, double scale) {
+  if (!(scale > 0)) throw std::invalid_argument("scale must be > 0");
+  return static_cast<uint64_t>(static_cast<double>(e.paper_bytes) * scale);
+}
+
+Trace RecordPageRank(uint64_t bytes, uint64_t seed) {
+  const uint32_t degree = 24;
+  // CSR + scores + contrib per node.
+  uint64_t per_node = TracedGraph::Bytes(1, degree) + 8;
+  uint32_t nodes = static_cast<uint32_t>(std::max<uint64_t>(bytes / per_node, 64));
+  std::vector<Edge> edges = KroneckerEdges(nodes, degree, seed);
+  PageRankParams p;
+  TraceRecorder rec({.threads = p.threads});
+  {
+    TracedGraph g(rec, nodes, edges);
+    RunPageRank(g, rec, p);
+  }
+  return rec.Finish();
+}
+
+}  // namespace
+
+std::vector<std::string> WorkloadNames() {
+  std::vector<std::string> v;
+  for (const Entry& e : kEntries) v.emplace_back(e.name);
+  return v;
+}
+
+uint64_t PaperWorkingSetBytes(const std::string& name) {
+  for (const Entry& e : kEntries) {
+    if (name == e.name) return e.paper_bytes;
+  }
+  return 0;
+}
+
+TraceKey WorkloadKey(const std::string& name, double scale, uint64_t seed) {
+  const Entry& e = Find(name);
+  ScaledBytes(e, scale);
+  return {name, scale, seed, e.version};
+}
+
+Trace RecordWorkload(const std::string& name, double scale, uint64_t seed) {
+  const Entry& e = Find(name);
+  uint64_t bytes = ScaledBytes(e, scale);
+  if (name == "pagerank") return RecordPageRank(bytes, seed);
+  return RunKmeans(KmeansParams::ForWorkingSet(bytes, seed)).trace;
+}
+
+Trace WorkloadTrace(TraceCache& cache, const std::string& name, double scale, uint64_t seed,
+                    bool* hit) {
+  return cache.GetOrRecord(
+      WorkloadKey(name, scale, seed), [&] { return RecordWorkload(name, scale, seed); }, hit);
+}
+
+}  // namespace dmb::apps::swap

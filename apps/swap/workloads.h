@@ -1,0 +1,33 @@
+// The swap experiments' workloads by name, sized by `scale` (1 = the
+// papers' working sets), and their cached traces.
+//
+//   kmeans      Kmeans (Elkan, k=10), 2 GB working set (OneSidedMW Fig. 2/9)
+//   kmeans-32g  the same, 32 GB (Fig. 8)
+//   pagerank    GAPBS PageRank, 4 threads, 14 GB (Twitter-sized graph)
+//
+// A workload's version string goes into its cache key; bump it whenever its
+// algorithm or sizing changes so stale traces are re-recorded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "apps/swap/trace.h"
+#include "apps/swap/trace_cache.h"
+
+namespace dmb::apps::swap {
+
+std::vector<std::string> WorkloadNames();
+// Paper-scale working set of `name`, in bytes (0 if unknown).
+uint64_t PaperWorkingSetBytes(const std::string& name);
+// The cache key of (name, scale, seed); throws std::invalid_argument for an
+// unknown name or a scale <= 0.
+TraceKey WorkloadKey(const std::string& name, double scale, uint64_t seed);
+// Runs the algorithm and returns its trace.
+Trace RecordWorkload(const std::string& name, double scale, uint64_t seed);
+// The trace from `cache`, recorded on a miss.
+Trace WorkloadTrace(TraceCache& cache, const std::string& name, double scale, uint64_t seed,
+                    bool* hit = nullptr);
+
+}  // namespace dmb::apps::swap
