@@ -132,6 +132,45 @@ else
   fail "figure-6 differs between two runs on the same input"
 fi
 
+# alloc-rate (its own directory: the README counts below are the five above).
+ar="$tmp/ar/alloc-rate"
+mkdir -p "$ar"
+"$py" - "$ar" <<'EOF'
+import csv, sys
+d = sys.argv[1]
+cols = ["figure", "system", "variant", "op", "threads", "cns", "mn_cores", "seed", "knobs",
+        "lat_us_p50", "lat_us_p99", "lat_us_mean", "kops"]
+rows = []
+for v, sat in (("sep", 275.0), ("nosep", 390.0)):
+    for t in (1, 2, 4, 8, 16, 24, 48):
+        kops = min(72.0 * t, sat)
+        lat = t / kops * 1e3
+        rows.append(dict(figure="alloc-rate", system="onesided_mw", variant=v, op="alloc",
+                         threads=t, cns=1, mn_cores=1, seed=1, knobs=f"sep={v == 'sep'}",
+                         lat_us_p50=lat, lat_us_p99=lat * 1.1, lat_us_mean=lat, kops=kops))
+with open(f"{d}/alloc-rate.csv", "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=cols)
+    w.writeheader()
+    w.writerows(rows)
+with open(f"{d}/compare.csv", "w", newline="") as f:
+    f.write("figure,label,system,variant,op,threads,param,param_value,metric,paper,ours,ratio,"
+            "verdict,where,note\n"
+            "alloc-rate,rate 24,onesided_mw,sep,alloc,24,,,kops,1067,275,0.258,miss,x,\n")
+EOF
+run "alloc-rate.py --help" "$py" "$plots/alloc-rate.py" --help
+grep -q -- "--results" "$tmp/out.log" || fail "alloc-rate.py --help does not mention --results"
+run "alloc-rate.py" "$py" "$plots/alloc-rate.py" --results "$ar"
+nonempty "$ar/alloc-rate.png" "$ar/alloc-rate.pdf"
+run "alloc-rate.py --out" "$py" "$plots/alloc-rate.py" --results "$ar" --out "$tmp/ar-out"
+if cmp -s "$tmp/ar-out/alloc-rate.png" "$ar/alloc-rate.png"; then
+  pass "alloc-rate is byte-for-byte reproducible"
+else
+  fail "alloc-rate differs between two runs on the same input"
+fi
+cut -d, -f1-12 "$ar/alloc-rate.csv" >"$tmp/ar.csv" && mv "$tmp/ar.csv" "$ar/alloc-rate.csv"
+run "alloc-rate.py without kops" "$py" "$plots/alloc-rate.py" --results "$ar"
+grep -q "warning" "$tmp/err.log" || fail "alloc-rate.py: no warning without a kops column"
+
 # README from every compare.csv and meta.json.
 run "results_readme.py" "$py" "$plots/results_readme.py" --results "$res"
 nonempty "$res/README.md"
