@@ -42,7 +42,9 @@ void SimCpu::AddBusy(Ps start, Ps end) {
 
 double SimCpu::PeakBusyFraction(Ps window_ps, Ps since_ps) const {
   const size_t per_window = static_cast<size_t>(std::max<Ps>(1, window_ps / kBucketPs));
-  const size_t first = static_cast<size_t>(since_ps / kBucketPs);
+  // The first whole bucket at or after since_ps: work that ran earlier in
+  // the bucket since_ps falls in is not the measured phase's.
+  const size_t first = static_cast<size_t>((since_ps + kBucketPs - 1) / kBucketPs);
   const Ps capacity = static_cast<Ps>(per_window) * kBucketPs * cores();
   double peak = 0;
   for (size_t w = first; w < buckets_.size(); w += per_window) {

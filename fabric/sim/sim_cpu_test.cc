@@ -39,6 +39,22 @@ TEST(SimCpu, PeakBusyFractionOverWindows) {
   EXPECT_DOUBLE_EQ(cpu.PeakBusyFraction(kPsPerMs, 2 * kPsPerMs), 0.1);
 }
 
+// A phase that starts inside the last window of earlier work (a setup that
+// ends just before the measured phase) does not count that work: windows
+// start at or after since_ps.
+TEST(SimCpu, PeakBusyFractionIgnoresWorkBeforeTheWindowStart) {
+  Simulator sim(1);
+  std::vector<std::string> names = {"job"};
+  SimCpu cpu(&sim, 1, &names);
+  sim.Spawn([](SimCpu& c) -> Task<void> {
+    co_await c.Work(fabric::CpuCost{0, 450 * kPsPerUs});
+  }(cpu));
+  sim.Run();
+  EXPECT_DOUBLE_EQ(cpu.PeakBusyFraction(100 * kPsPerUs, 0), 1.0);
+  EXPECT_DOUBLE_EQ(cpu.PeakBusyFraction(100 * kPsPerUs, 420 * kPsPerUs), 0.0);
+  EXPECT_DOUBLE_EQ(cpu.PeakBusyFraction(100 * kPsPerUs, 400 * kPsPerUs), 0.5);
+}
+
 TEST(SimCpu, HaltedCpuNeverFinishesWork) {
   Simulator sim(1);
   std::vector<std::string> names = {"job"};
