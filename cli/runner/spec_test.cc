@@ -84,7 +84,7 @@ TEST(Spec, UnknownOrBadKnobIsNamedUnderItsSystem) {
   const std::string osmw =
       Replace(kGood, "{system: static_mr}", "{system: onesided_mw, knobs: {group_size: three}}");
   EXPECT_EQ(ErrorOf(osmw),
-            "runs[0].systems[0].knobs.group_size: expected an integer in [2, 7], got \"three\"");
+            "runs[0].systems[0].knobs.group_size: expected an integer in [2, 6], got \"three\"");
 }
 
 TEST(Spec, MissingFieldsAreNamed) {

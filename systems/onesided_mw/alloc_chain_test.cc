@@ -144,7 +144,7 @@ TEST(OnesidedMwLayout, OffsetsAndTheMaskedHeadAdvance) {
   const Layout l = Layout::Make(3, 5);
   EXPECT_EQ(l.ring_slots, 8u);
   EXPECT_EQ(l.ring_bytes, 64u);
-  EXPECT_EQ(l.entry_stride, 128u) << "16 + 3 x 16 + 8 = 72, rounded up to 64";
+  EXPECT_EQ(l.entry_stride, 128u) << "16 + 3 x 16 + 8 + 8 = 80, rounded up to 64";
   EXPECT_EQ(l.owner_off_in_entry(), 64u);
   EXPECT_EQ(l.HeadBoundaryMask(), (1ull << 5) | (1ull << 63));
   const uint64_t ring = 0x10000;

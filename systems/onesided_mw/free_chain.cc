@@ -20,9 +20,15 @@ namespace {
 // Scratch area of one chain: constants, then one 16 B slot per instance.
 constexpr uint64_t kScratchZeroOff = 0;    // 8 zero bytes (L2's source)
 constexpr uint64_t kScratchSinkOff = 8;    // 16 B where L1 drops what it does not need
-constexpr uint64_t kScratchZerosOff = 64;  // 64 zero bytes (recycling L8's source)
-constexpr uint64_t kScratchSlotsOff = 128;
-constexpr uint64_t kSlotBytes = 16;  // +0 FAA result (LE), +8 staged handle (BE)
+constexpr uint64_t kScratchZerosOff = 64;  // 128 zero bytes (recycling L8's source)
+constexpr uint64_t kScratchSlotsOff = 192;
+// Per instance: +0 FAA result (LE), +8 staged handle (BE, L5's source, by
+// U's copy), +16 owner_ptr and +24 handle as L1 read them (the copy's source).
+constexpr uint64_t kSlotBytes = 32;
+
+void Post(fabric::Qp* qp, const SendWr& wr, const char* what) {
+  chain::PostOrThrow(qp, wr, "onesided_mw free chain", what);
+}
 
 SendWr LocalInv(uint64_t wr_id) {
   SendWr w;
@@ -63,7 +69,7 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   // Counted only (the MN CPU never polls them); WAITs read the counts.
   ch->frcq_ = mn->CreateCq(n, /*ignore_overrun=*/true);
   ch->fscq_ = mn->CreateCq(n * 2, true);
-  ch->ucq_ = mn->CreateCq(n * std::max<uint32_t>(1, g - 1), true);
+  ch->ucq_ = mn->CreateCq(n * kUnbindSignaled(g), true);
   ch->lcq_ = mn->CreateCq(n * kWorkerSignaled, true);
   ch->ccq_ = mn->CreateCq(n, true);
 
@@ -86,14 +92,16 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
                              {.pd = md->data_pd(),
                               .cq = ch->ucq_,
                               .max_send_wr = n * (rec ? UnbindSlotWrs(g) : kUnbindWrs(g)),
+                              .max_send_sge = 2,
                               .managed = true,
-                              .access = 0,
+                              // U's copy READ is served by U itself (loopback).
+                              .access = fabric::kRemoteRead,
                               .invalidate_any_qp = true});
   ch->l_ = chain::LoopbackQp(cluster, mn,
                              {.pd = md->meta_pd(),
                               .cq = ch->lcq_,
                               .max_send_wr = n * (rec ? kWorkerSlotWrs : kWorkerWrs),
-                              .max_send_sge = std::max<uint32_t>(8, 2 + 2 * g),
+                              .max_send_sge = std::max<uint32_t>(g + 6, 2 * g + 4),
                               .managed = true});
   // Recycling: C runs only as far as it enabled itself.
   ch->c_ = chain::LoopbackQp(cluster, mn,
@@ -120,6 +128,8 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   mn->memory().Fill(ch->scratch_, 0, scratch_bytes);
   ch->scratch_meta_mr_ = co_await mn->RegMr(md->meta_pd(), ch->scratch_, scratch_bytes,
                                             fabric::kLocalWrite | fabric::kRemoteRead);
+  ch->scratch_data_mr_ = co_await mn->RegMr(md->data_pd(), ch->scratch_, scratch_bytes,
+                                            fabric::kLocalWrite | fabric::kRemoteRead);
   ch->cost_post_ = mn->Cost("verbs.post_send");
   co_return ch;
 }
@@ -139,8 +149,41 @@ std::vector<uint64_t> FreeChain::ControlValues(uint64_t s, uint32_t g, bool recy
 std::vector<uint64_t> FreeChain::TailValues(uint64_t s, uint32_t g) {
   const uint64_t u0 = UnbindSlotWrs(g) * s;
   const uint64_t l0 = kWorkerSlotWrs * s;
-  return {2 * s + 1, u0 + kUnbindWrs(g),        uint64_t{g - 1} * (s + 1),
+  return {2 * s + 1, u0 + kUnbindWrs(g),        uint64_t{kUnbindSignaled(g)} * (s + 1),
           l0 + 3,    kWorkerSignaled * (s + 1), kFreeWrs * (s + 1)};
+}
+
+// U's part of instance s: the owner check by data, then the unbinds, then
+// the copy that gives L2..L5 their operands (header: "The owner check").
+void FreeChain::PostUnbindPart(uint64_t s, uint64_t slot, uint64_t l0) {
+  const uint32_t g = md_->group_size();
+  const uint64_t tag = s << 8;
+  const uint64_t u0 = u_->next_send_index();
+  SendWr b;
+  b.wr_id = tag | 0x2f;
+  b.opcode = Opcode::kBindMw;
+  b.bind_mw_rkey = 0;   // <- L1 (MW 0's rkey); 0 never binds
+  b.bind_new_rkey = 0;  // <- L1
+  b.bind_addr = 0;      // <- L1 (the chunk)
+  b.bind_length = md_->config().chunk_bytes;
+  b.bind_mr_lkey = md_->pool_mr()->lkey();
+  b.bind_access = 0;  // nothing through it: it only proves MW 0 was free
+  b.bind_qpn = 0;     // U itself, which no CN reaches
+  Post(u_, b, "U BIND_MW MW 0 (owner check)");
+  Post(u_, LocalInv(tag | 0x30), "U LOCAL_INV MW 0");
+  for (uint32_t k = 1; k < g; ++k) Post(u_, LocalInv(tag | (0x30 + k)), "U LOCAL_INV MW k");
+  SendWr c;
+  c.wr_id = tag | 0x3f;
+  c.opcode = Opcode::kRead;
+  c.remote_addr = slot + 16;  // owner_ptr, handle as L1 read them
+  c.rkey = scratch_data_mr_->rkey();
+  c.sg_list = {{l_->SendWqeAddr(l0 + 1) + WqeLayout::kRemoteAddr, 8, l_ring_data_mr_->lkey()},
+               {slot + 8, 8, scratch_data_mr_->lkey()}};
+  Post(u_, c, "U copy READ");
+  Post(u_, chain::WaitWr(ucq_, uint64_t{kUnbindSignaled(g)} * (s + 1)), "U WAIT");
+  Post(u_, chain::EnableWr(l_, l0 + 3), "U ENABLE L2-L3");
+  const uint32_t u_per = cfg_.recycle ? UnbindSlotWrs(g) : kUnbindWrs(g);
+  for (uint64_t i = u_->next_send_index() - u0; i < u_per; ++i) Post(u_, chain::NopWr(), "U NOP");
 }
 
 Task<void> FreeChain::Arm(uint32_t n) {
@@ -183,16 +226,7 @@ Task<void> FreeChain::Arm(uint32_t n) {
       chain::PostOrThrow(f_, r, "onesided_mw free chain", "F reply SEND");
     }
 
-    // U: inv[1..G-1], WAIT, ENABLE L2..L3.
-    for (uint32_t k = 1; k < g; ++k)
-      chain::PostOrThrow(u_, LocalInv(tag | (0x30 + k)), "onesided_mw free chain",
-                         "U LOCAL_INV MW k");
-    chain::PostOrThrow(u_, chain::WaitWr(ucq_, uint64_t{g - 1} * (s + 1)), "onesided_mw free chain",
-                       "U WAIT invs");
-    chain::PostOrThrow(u_, chain::EnableWr(l_, l0 + 3), "onesided_mw free chain", "U ENABLE L2-L3");
-    const uint32_t u_per = rec ? UnbindSlotWrs(g) : kUnbindWrs(g);
-    for (uint32_t k = kUnbindWrs(g); k < u_per; ++k)
-      chain::PostOrThrow(u_, chain::NopWr(), "onesided_mw free chain", "U NOP padding");
+    PostUnbindPart(s, slot, l0);
 
     // L1: READ the entry named by the request.
     {
@@ -201,14 +235,19 @@ Task<void> FreeChain::Arm(uint32_t n) {
       r.opcode = Opcode::kRead;
       r.remote_addr = 0;  // <- RECV (X); 0 faults
       r.rkey = meta_rkey;
-      r.sg_list.push_back({l_wqe(1) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()});  // owner_ptr
-      r.sg_list.push_back({staged_handle, 8, smeta});                              // handle
-      for (uint32_t k = 0; k < g; ++k) {
+      // owner_ptr and handle to the slot U's copy reads; MW 0's record
+      // (base, rkey, new rkey) into U.bind0; MW k's rkey into U.inv[k];
+      // the two copies of MW 0's rkey into F.inv0 and U.inv0.
+      const uint32_t ul = u_ring_meta_mr_->lkey();
+      r.sg_list.push_back({slot + 16, 16, smeta});
+      r.sg_list.push_back({u_wqe(0) + WqeLayout::kRemoteAddr, 16, ul});
+      for (uint32_t k = 1; k < g; ++k) {
         r.sg_list.push_back({scratch_ + kScratchSinkOff, 12, smeta});  // base, rkey
-        const uint64_t inv = k == 0 ? f_wqe(0) : u_wqe(k - 1);
-        const uint32_t lkey = k == 0 ? f_ring_meta_mr_->lkey() : u_ring_meta_mr_->lkey();
-        r.sg_list.push_back({inv + WqeLayout::kImmInvQpn, 4, lkey});  // next_rkey
+        r.sg_list.push_back({u_wqe(1 + k) + WqeLayout::kImmInvQpn, 4, ul});
       }
+      r.sg_list.push_back({scratch_ + kScratchSinkOff, 8, smeta});  // owner_id
+      r.sg_list.push_back({f_wqe(0) + WqeLayout::kImmInvQpn, 4, f_ring_meta_mr_->lkey()});
+      r.sg_list.push_back({u_wqe(1) + WqeLayout::kImmInvQpn, 4, ul});
       chain::PostOrThrow(l_, r, "onesided_mw free chain", "L1 READ entry");
     }
     // L2: owner_id := 0.
@@ -270,8 +309,9 @@ Task<void> FreeChain::Arm(uint32_t n) {
       z.remote_addr = scratch_ + kScratchZerosOff;
       z.rkey = scratch_meta_mr_->rkey();
       z.sg_list.push_back({f_wqe(0) + WqeLayout::kImmInvQpn, 4, f_ring_meta_mr_->lkey()});
-      for (uint32_t k = 1; k < g; ++k) {
-        z.sg_list.push_back({u_wqe(k - 1) + WqeLayout::kImmInvQpn, 4, u_ring_meta_mr_->lkey()});
+      z.sg_list.push_back({u_wqe(0) + WqeLayout::kRkey, 8, u_ring_meta_mr_->lkey()});  // bind0
+      for (uint32_t k = 0; k < g; ++k) {  // inv0, inv[k]
+        z.sg_list.push_back({u_wqe(1 + k) + WqeLayout::kImmInvQpn, 4, u_ring_meta_mr_->lkey()});
       }
       for (uint32_t i : {0u, 1u, 4u}) {
         z.sg_list.push_back({l_wqe(i) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()});
@@ -305,8 +345,8 @@ Task<void> FreeChain::Arm(uint32_t n) {
         const uint32_t fl = f_->wq_lkey(), ul = u_->wq_lkey(), ll = l_ring_data_mr_->lkey();
         rr.sg_list.push_back({f_wqe(1) + WqeLayout::kOperand0, 8, fl});      // F.wait
         rr.sg_list.push_back({f_wqe(2) + WqeLayout::kOperand0, 8, fl});      // F.enable
-        rr.sg_list.push_back({u_wqe(g - 1) + WqeLayout::kOperand0, 8, ul});  // U.wait
-        rr.sg_list.push_back({u_wqe(g) + WqeLayout::kOperand0, 8, ul});      // U.enable
+        rr.sg_list.push_back({u_wqe(g + 2) + WqeLayout::kOperand0, 8, ul});  // U.wait
+        rr.sg_list.push_back({u_wqe(g + 3) + WqeLayout::kOperand0, 8, ul});  // U.enable
         rr.sg_list.push_back({l_wqe(5) + WqeLayout::kOperand0, 8, ll});      // L6
         rr.sg_list.push_back({l_wqe(6) + WqeLayout::kOperand0, 8, ll});      // L7
         rr.sg_list.push_back({f_->recv_doorbell_addr(), 4, fl});
@@ -407,7 +447,9 @@ Task<Status> FreeClient::Free(uint64_t handle, Ps timeout) {
     v.flags = 0;
     v.sg_list = {{buf_, static_cast<uint32_t>(vals.size()), mr_->lkey()}};
     sends.push_back(v);
-    for (const uint64_t t : FreeChain::TailValues(seq, g_)) {
+    std::vector<uint64_t> tail = FreeChain::TailValues(seq, g_);
+    if (tamper_) tamper_(seq, &tail);
+    for (const uint64_t t : tail) {
       req.resize(req.size() + 8);
       fabric::StoreBe64(req.data() + req.size() - 8, t);
     }

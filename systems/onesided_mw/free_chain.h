@@ -31,28 +31,39 @@
 //      MW 0) moves F to ERR like any responder: the CN kills its own free
 //      lane (a later instance then faults on its placeholders, harmlessly).
 //   U  unbinder (data PD, looped back; managed SQ; invalidate_any_qp, the
-//      "MN-only configuration"): LOCAL_INV of MW 1..G-1, which are bound to
-//      the CN's access QPs, then a WAIT + SEND_ENABLE tail.
+//      "MN-only configuration"): the owner check by data (BIND of MW 0, then
+//      LOCAL_INV of it), LOCAL_INV of MW 1..G-1, which are bound to the CN's
+//      access QPs, the copy READ that hands L2..L5 their operands, then a
+//      WAIT + SEND_ENABLE tail. Its QP allows remote READ: its own loopback
+//      copy is the only requester it has.
 //   L  worker (metadata PD, looped back; managed SQ): READ/WRITE/FAA on the
 //      metadata.
 //   C  control (metadata PD, looped back; cross-channel, not managed).
 //
 // One chain instance (s = instance, G = group size, "->" = which later WQE
-// field it rewrites). L1..L5, F.inv0, F.reply and U.inv are signaled; WAITs
-// and ENABLEs on F, U, L are not; C's are not.
+// field it rewrites). L1..L5, F.inv0, F.reply, U.bind0, U.inv and U.copy
+// are signaled; WAITs and ENABLEs on F, U, L are not; C's are not.
 //
 //   RECV on F    request (entry address X, u64 BE) -> L1.remote_addr
-//   L1 READ X (16 + 16G B), 2 + 2G SGEs:  owner_ptr    -> L2.remote_addr
-//                                         handle       -> staged[s] (BE)
-//                                         mw[k] base, rkey -> sink
-//                                         mw[k] next_rkey (the installed
-//                                           key)       -> F.inv0 (k = 0) /
-//                                                         U.inv[k] rkey
+//   L1 READ X (32 + 16G B), 2G + 4 SGEs:  owner_ptr, handle -> slot[s]+16
+//                                         mw[0] record (base, rkey, new
+//                                           rkey)     -> U.bind0 bytes 16..31
+//                                         mw[k] base, rkey -> sink (k >= 1)
+//                                         mw[k] next_rkey -> U.inv[k] rkey
+//                                         owner_id    -> sink
+//                                         MW 0's rkey copies -> F.inv0,
+//                                                               U.inv0 rkey
 //   F.inv0    LOCAL_INV MW 0           (fails for a non-owner: see above)
 //   F.wait    WAIT fscq >= 2s+1        (F.inv0 succeeded)
-//   F.enable  SEND_ENABLE U.inv[1..G-1], U.wait, U.enable
+//   F.enable  SEND_ENABLE U's instance
+//   U.bind0   BIND_MW MW 0 to its chunk, qpn U, no access: succeeds only if
+//             MW 0 is free, i.e. F.inv0 (on the CN's own Free QP) has
+//             invalidated it: the owner check as DATA (below)
+//   U.inv0    LOCAL_INV MW 0 (free again for the next allocation)
 //   U.inv[k]  LOCAL_INV MW k           (invalidate_any_qp: any QP of the PD)
-//   U.wait    WAIT ucq >= (G-1)(s+1)   (all unbound)
+//   U.copy    READ slot[s]+16 (16 B)   -> L2.remote_addr (owner_ptr),
+//                                         staged[s] (handle, L5's source)
+//   U.wait    WAIT ucq >= (G+2)(s+1)   (all of U's steps done)
 //   U.enable  SEND_ENABLE L2..L3
 //   L2 WRITE 8 zero bytes to owner_ptr (owner_id := 0)
 //   L3 masked FAA tail += 8 (wraps as the head does) -> faa[s] (u64 LE)
@@ -86,20 +97,38 @@
 // RQ flushed), every step left carries a placeholder or sits on a QP in
 // ERR: nothing changes.
 //
-// Placeholders that no step rewrote fail safely: LOCAL_INVs name rkey 0
-// (index 0: no MW); L1, L2, L5 address 0 (outside the metadata MR).
+// Placeholders that no step rewrote fail safely: LOCAL_INVs and U.bind0
+// name rkey 0 (index 0: no MW); L1, L2, L5 address 0 (outside the metadata
+// MR); the staged handle 0 (L5 would insert a hole, never an entry).
+//
+// The owner check. F.inv0 succeeds only for the owner (MW 0 is bound to its
+// Free QP), but what it releases (F.enable, U.enable) are ENABLE indices the
+// CN sends with every recycled request, so a CN could raise one in an honest
+// free of its own entry and pre-authorize its next instance, whose L2..L5
+// would then clear the owner of, and enqueue, an entry it names but does
+// not own (onesided_mw_test APreAuthorizedFreeNeverReleasesAnotherCnsEntry:
+// the victim's owner cleared and its windows lost, before this design). So
+// the operands L2..L5 act on (the owner_ptr to clear, the handle to insert)
+// no longer come from L1 directly: L1 leaves them in slot[s]+16 and only
+// U.copy moves them into L2 and the staged handle, and U.copy runs only
+// after U.bind0 succeeded. U.bind0 binds MW 0 and a type-2 MW binds only
+// when it is free: after the owner's F.inv0, never while it is still bound
+// to another CN's Free QP. Whatever indices a CN sends, a refused instance
+// leaves L2 at address 0 (it faults before L3..L5 run) and U dead before it
+// unbinds anything. A CN naming an entry whose MW 0 is free in that moment
+// is its owner in the middle of its own free; the entry is then freed once
+// and the owner's own request is refused.
 //
 // What re-enters the queue is the handle READ from the entry (its own
 // address, a constant the MN wrote), not the requester's word.
 //
 // Forged addresses: X outside the metadata MR faults L1 (F, U and the queue
-// untouched; the chain is dead). X inside it passes only if the 4 bytes at
-// X + 28 are the current rkey of an MW bound to this CN's Free QP, i.e. of an
-// entry the requester owns. With next_rkey == rkey (layout.h) that is X = E
-// or X = E - 4 for such an entry E; X = E - 4 then READs owner_ptr from the
-// padding before E (0 while addresses stay below 4 GiB): U unbinds E's
-// windows, L2 WRITEs address 0 and faults. The damage stays with the
-// requester's own entry (unbound, still owned: reclaimable by owner_id).
+// untouched; the chain is dead). X inside it gets past U.bind0 only if the
+// 16 bytes at X + 16 are the record of a FREE MW (rkey, and a base inside
+// the pool): F.inv0 freed this CN's own MW 0, or the record is of an entry
+// in the free queue (whose owner_ptr and handle then are that free entry's
+// own, or padding: L2 faults on 0). The damage stays with entries that are
+// the requester's or nobody's.
 //
 // Recovery (MN CPU rebuilding a faulted chain, reclaiming a half-unbound
 // entry after a fault at U) is not written; Faulted() is what the MN CPU
@@ -107,7 +136,7 @@
 //
 // Recycling (FreeChainConfig::recycle): as the allocation chain's (see
 // alloc_chain.h): K = max_instances instances (a power of two >= 4) reused in
-// place; U's instance padded to bit_ceil(G+1), L's to 8, C's to 16 (its 9,
+// place; U's instance padded to bit_ceil(G+4), L's to 8, C's to 16 (its 9,
 // an ENABLE of itself through the next instance, unsignaled NOPs), with a
 // bootstrap QP that enables C's first instance. A free is two SENDs on the
 // Free QP, so F's RQ holds 2K RECVs:
@@ -125,24 +154,17 @@
 // (Restoring rkey 0 would need a spare WR; the CN must not supply it: U's
 // LOCAL_INVs skip the qpn check.)
 // Wrong counts or indices from a CN: L8 (recycling) restores the
-// LOCAL_INVs' rkeys, L1's, L2's and L5's addresses and the staged handle to
+// LOCAL_INVs' and U.bind0's rkeys, L1's, L2's and L5's addresses and the staged handle to
 // 0 after every round, and L2, L4 and L5 carry FENCE, so a step run out of
 // turn faults (or inserts 0: a hole, which a later allocation sees as an
 // empty element) instead of replaying last round's unbinds or re-inserting
 // last round's entry (before this, onesided_mw_test measured 4 entries
 // queued twice in 2 rounds).
-// NOT DEFENDED: the owner check gates L2..L7 by SEND_ENABLEs, and their
-// indices come from the CN. A CN can pre-authorize instances (huge U.enable
-// index in one honest free of its own entry), then name another CN's entry
-// in its next request: L1 reads it and L2..L5 clear its owner and enqueue it
-// though F.inv0 fails. Closing this needs an authorization that is data, not
-// control: e.g. the free request written by the CN through MW 0 itself (a
-// per-entry mailbox only MW 0 covers), read by L1 instead of the CN's X.
-// The fuzz test's random payloads do not find it; a targeted test would.
 #pragma once
 
 #include <bit>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -161,11 +183,13 @@ struct FreeChainConfig {
 class FreeChain {
  public:
   // Per instance: L1..L7 on L (5 signaled); inv0, WAIT, ENABLE, reply on F;
-  // G-1 LOCAL_INVs, WAIT, ENABLE on U; the WAITs and ENABLEs on C.
+  // bind0, inv0, G-1 LOCAL_INVs, the copy READ (G+2 signaled), WAIT, ENABLE
+  // on U; the WAITs and ENABLEs on C.
   static constexpr uint32_t kWorkerWrs = 7;
   static constexpr uint32_t kWorkerSignaled = 5;
   static constexpr uint32_t kFreeWrs = 4;
-  static constexpr uint32_t kUnbindWrs(uint32_t g) { return g + 1; }
+  static constexpr uint32_t kUnbindWrs(uint32_t g) { return g + 4; }
+  static constexpr uint32_t kUnbindSignaled(uint32_t g) { return g + 2; }
   static constexpr uint32_t kControlWrs = 9;
   // Recycling: per-instance WQE slots on U, L and C; RECVs per request.
   static uint32_t UnbindSlotWrs(uint32_t g) { return std::bit_ceil(kUnbindWrs(g)); }
@@ -178,8 +202,8 @@ class FreeChain {
   // What a recycling CN sends after the handle for its s-th free: F.wait,
   // F.enable, U.wait, U.enable, L6, L7 (u64 each), then the RQ doorbell.
   static std::vector<uint64_t> TailValues(uint64_t s, uint32_t g);
-  // L1 scatters 2 + 2G SGEs.
-  static constexpr uint32_t kMaxGroupSize = 7;
+  // L1 scatters 2G + 4 SGEs.
+  static constexpr uint32_t kMaxGroupSize = 6;
 
   // Creates F, U, L and C and the MRs the chain scatters through, and
   // connects U, L and C to themselves. Connect free_qp() to the CN's Free
@@ -205,6 +229,7 @@ class FreeChain {
 
  private:
   FreeChain() = default;
+  void PostUnbindPart(uint64_t s, uint64_t slot, uint64_t l0);
 
   fabric::Cluster* cluster_ = nullptr;
   fabric::Node* mn_ = nullptr;
@@ -225,7 +250,8 @@ class FreeChain {
   fabric::Mr* f_ring_meta_mr_ = nullptr;  // F's SQ ring, metadata PD (L1 writes inv0)
   fabric::Mr* u_ring_meta_mr_ = nullptr;  // U's SQ ring, metadata PD (L1 writes inv[k])
   fabric::Mr* scratch_meta_mr_ = nullptr;
-  uint64_t scratch_ = 0;  // [zero 8][sink 16][pad] then 16 B per slot
+  fabric::Mr* scratch_data_mr_ = nullptr;  // the same bytes, data PD: U's copy READ
+  uint64_t scratch_ = 0;                   // [zero 8][sink 16][pad][zeros 128] then 32 B per slot
   uint64_t armed_ = 0;
   fabric::CpuCost cost_post_;
 };
@@ -257,6 +283,11 @@ class FreeClient {
   // QP to ERR (flushing the pending RECV) and returns kLaneBroken.
   Task<Status> Free(uint64_t handle, Ps timeout);
 
+  // Attack tests: a malicious CN's edit of the tail values (TailValues order)
+  // it sends with its free `seq`.
+  using Tamper = std::function<void(uint64_t seq, std::vector<uint64_t>* tail)>;
+  void set_tamper(Tamper t) { tamper_ = std::move(t); }
+
  private:
   fabric::Node* cn_;
   fabric::Runtime* rt_;
@@ -268,6 +299,7 @@ class FreeClient {
   uint32_t recycle_ = 0;
   uint32_t g_ = 0;
   uint64_t next_seq_ = 0;
+  Tamper tamper_;
 };
 
 }  // namespace dmb::systems::onesided_mw

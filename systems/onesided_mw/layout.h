@@ -54,7 +54,11 @@
 //                                address, current MW rkey, new rkey), so one
 //                                READ with G 16-byte SGEs arms G binds
 //   16 + 16G   8     owner_id    u64 LE: CN index + 1 of the owner; 0 = free
-//   stride = 24 + 16G rounded up to a multiple of 64.
+//   24 + 16G   8     mw0 copies  MW 0's rkey twice (BE u32 each, constant):
+//                                the free chain's READ of the entry needs MW
+//                                0's rkey in four WQEs and a READ scatters
+//                                each byte once (free_chain.h)
+//   stride = 32 + 16G rounded up to a multiple of 64.
 //
 //   base is repeated per MW so each record is a self-contained WQE image.
 //   next_rkey == rkey in this implementation: a rebind keeps the key (type-2
@@ -125,7 +129,7 @@ struct Layout {
     l.head_off = l.ring_bytes;
     l.tail_off = l.ring_bytes + 8;
     l.table_off = l.ring_bytes + kCountersBytes;
-    l.entry_stride = (EntryReadBytes(group_size) + 8 + 63) / 64 * 64;
+    l.entry_stride = (EntryReadBytes(group_size) + 16 + 63) / 64 * 64;
     l.total_bytes = l.table_off + uint64_t{entries} * l.entry_stride;
     return l;
   }
@@ -134,6 +138,7 @@ struct Layout {
   uint64_t entry_off(uint32_t i) const { return table_off + uint64_t{i} * entry_stride; }
   uint64_t element_off(uint32_t slot) const { return uint64_t{slot} * kElementBytes; }
   uint64_t owner_off_in_entry() const { return EntryReadBytes(group_size); }
+  uint64_t mw0_copies_off_in_entry() const { return EntryReadBytes(group_size) + 8; }
 
   // What the allocation chain READs of an entry: everything but owner_id.
   static constexpr uint64_t EntryReadBytes(uint32_t g) { return kEntryMwOff + kMwRecordBytes * g; }
@@ -170,6 +175,8 @@ inline void EncodeEntry(const Layout& l, const EntryImage& e, uint8_t* out) {
     fabric::StoreBe32(r + 12, e.next_rkeys.at(k));
   }
   std::memcpy(out + l.owner_off_in_entry(), &e.owner_id, 8);
+  fabric::StoreBe32(out + l.mw0_copies_off_in_entry(), e.rkeys.at(0));
+  fabric::StoreBe32(out + l.mw0_copies_off_in_entry() + 4, e.rkeys.at(0));
 }
 
 inline EntryImage DecodeEntry(const Layout& l, const uint8_t* in) {

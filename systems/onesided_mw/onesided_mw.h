@@ -106,6 +106,8 @@ class OsmwMn : public MnBase {
   const OsmwStats& osmw_stats() const { return st_; }
   bool empty() const { return empty_; }
   bool cut(uint32_t cn) const { return cut_.count(cn) > 0; }
+  // Tests: the chains of pair `i`.
+  const FreeChain& free_chain(uint32_t i) const { return *pairs_.at(i)->free; }
   // MN QPs that carry chains (for the offload accounting in tests).
   size_t pairs() const { return pairs_.size(); }
 

@@ -210,6 +210,110 @@ TEST(OneSidedMw, ForgedAndForeignFreesFailAtMw0AndChangeNothing) {
   EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
 }
 
+// The attack on the free chain's owner check: in an honest free of its own
+// entry a CN raises the index that releases L2..L7 (U.enable), so its next
+// instance's L2..L5 run whether or not that instance's owner check (F's
+// LOCAL_INV of MW 0) passes. Its next free names the victim's entry: L1 reads
+// it, the check fails, and yet the victim's owner is cleared and its entry
+// queued with its windows still bound. The attacker then allocates until the
+// MN's repair of the bind that fails on those windows hands the entry to it,
+// and reads the victim's data. The owner check must gate by data, not by an
+// index the CN chooses.
+constexpr uint32_t kPreAuthK = 16, kPreAuthLanes = 4;
+TEST(OneSidedMw, APreAuthorizedFreeNeverReleasesAnotherCnsEntry) {
+  Testbed tb(Spec(2, {{"chain_instances", "16"}, {"alloc_lanes", "4"}}, 1ull << 20));
+  OsmwMn& mn = Mn(tb);
+  Chunk victim;
+  AccessGroup* vg = nullptr;
+  int stolen = 0, tries = 0;
+  tb.Run([](Testbed& tb, OsmwMn& mn, Chunk* victim, AccessGroup** vg, int* stolen,
+            int* tries) -> Task<void> {
+    *vg = co_await tb.cn(0).OpenGroup(2, 1 << 16);
+    auto v = co_await tb.cn(0).Alloc(**vg);
+    CO_ASSERT_OK(v.status);
+    *victim = v.value;
+    tb.cn(0).node()->memory().Fill((*vg)->buffer_addr(), 0x77, 64);
+    CO_ASSERT_OK(co_await tb.cn(0).Write((*vg)->lane(0), *victim, 0, 64, (*vg)->buffer_addr()));
+    CnSide& a = tb.cn(1);
+    AccessGroup* ag = co_await a.OpenGroup(2, 1 << 16);
+    fabric::Node* n = a.node();
+    const uint64_t buf = n->memory().Alloc(1 << 14, 4096);
+    fabric::Mr* mr =
+        co_await n->RegMr(ag->mr()->pd(), buf, 1 << 14, fabric::kLocalWrite | fabric::kRemoteWrite);
+    constexpr uint32_t kK = kPreAuthK, kLanes = kPreAuthLanes;
+    auto ac =
+        std::make_unique<AllocClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf, 3, kK, kLanes);
+    auto fc = std::make_unique<FreeClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf + 8192,
+                                           n->CreateCq(64, true), kK, 3);
+    const uint32_t pair = co_await mn.OpenPair(1, ac->qp(), fc->qp());
+    const std::vector<uint32_t> qpns = {ag->lane(0).mn_qpn, ag->lane(1).mn_qpn};
+    auto own = co_await ac->Allocate(qpns, 300 * kPsPerUs);
+    CO_ASSERT_OK(own.status);
+    // Both frees back to back, so the victim's request has landed when L
+    // reaches the pre-authorized instance: the first (honest, its own
+    // entry) raises U.enable, the second names the victim's entry.
+    fc->set_tamper([](uint64_t seq, std::vector<uint64_t>* t) {
+      if (seq == 0) (*t)[3] = 1ull << 40;
+    });
+    Status first;
+    tb.runtime().Spawn([](FreeClient* fc, uint64_t h, Status* st) -> Task<void> {
+      *st = co_await fc->Free(h, 300 * kPsPerUs);
+    }(fc.get(), own.value.handle, &first));
+    co_await tb.runtime().SleepFor(3 * kPsPerUs);  // its SENDs read the client's buffer
+    (void)co_await fc->Free(victim->id, 300 * kPsPerUs);
+    CO_ASSERT_OK(first);
+    // The CN side of a refused free: fresh clients, the MN renews both chains.
+    ac = std::make_unique<AllocClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf, 3, kK, kLanes);
+    fc = std::make_unique<FreeClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf + 8192,
+                                      n->CreateCq(64, true), kK, 3);
+    co_await mn.RenewFree(pair, fc->qp(), ac->qp(), {});
+    // Drain the queue, looking for the victim's chunk.
+    for (; *tries < 300; ++*tries) {
+      auto g = co_await ac->Allocate(qpns, 300 * kPsPerUs);
+      if (!g.ok()) {
+        ac =
+            std::make_unique<AllocClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf, 3, kK, kLanes);
+        if (!(co_await mn.RenewAlloc(pair, ac->qp())).ok() &&
+            tb.mm().mn().stats().chunks_in_use >= 255) {
+          break;
+        }
+        continue;
+      }
+      if (g.value.base != victim->addr) continue;
+      Chunk c;
+      c.addr = g.value.base;
+      c.bytes = 4096;
+      c.rkeys = {g.value.rkeys[1], g.value.rkeys[2]};
+      n->memory().Fill(ag->buffer_addr(), 0, 64);
+      if ((co_await a.Read(ag->lane(0), c, 0, 64, ag->buffer_addr())).ok()) {
+        uint8_t b = 0;
+        n->memory().Read(ag->buffer_addr() + 63, &b, 1);
+        *stolen += b == 0x77;
+      }
+      break;
+    }
+  }(tb, mn, &victim, &vg, &stolen, &tries));
+  // The victim still owns its entry and reads its data through its lanes.
+  const int64_t vi = mn.metadata().EntryOf(victim.id);
+  ASSERT_GE(vi, 0);
+  bool readable = false;
+  tb.Run([](Testbed& tb, Chunk victim, AccessGroup* vg, bool* readable) -> Task<void> {
+    auto& mem = tb.cn(0).node()->memory();
+    mem.Fill(vg->buffer_addr(), 0, 64);
+    if (!(co_await tb.cn(0).Read(vg->lane(1), victim, 0, 64, vg->buffer_addr())).ok()) co_return;
+    uint8_t b = 0;
+    mem.Read(vg->buffer_addr() + 63, &b, 1);
+    *readable = b == 0x77;
+  }(tb, victim, vg, &readable));
+  std::cout << "pre-authorized free naming another CN's entry: attacker allocated " << tries
+            << " chunks, read the victim's data " << stolen << " time(s); victim owner "
+            << mn.metadata().LoadEntry(static_cast<uint32_t>(vi)).owner_id
+            << ", victim reads its data: " << (readable ? "yes" : "no") << "\n";
+  EXPECT_EQ(stolen, 0);
+  EXPECT_EQ(mn.metadata().LoadEntry(static_cast<uint32_t>(vi)).owner_id, OwnerIdOfCn(0));
+  EXPECT_TRUE(readable);
+}
+
 // A chunk is reachable only through the QPs it was bound to: not through the
 // owner's other groups, not through another CN, not by its previous owner.
 TEST(OneSidedMw, AccessOnlyThroughTheAssignedQps) {
