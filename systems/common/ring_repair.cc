@@ -67,6 +67,13 @@ Task<uint64_t> RingRepair::Enqueue(uint64_t element) {
   co_return pos;
 }
 
+Task<void> RingRepair::Fill(uint64_t pos, uint64_t element) {
+  co_await ring_.node->cpu().Work(cost_bookkeeping_);
+  uint8_t be[8];
+  fabric::StoreBe64(be, element);
+  ring_.node->memory().Write(pos, be, 8);
+}
+
 Task<uint64_t> RingRepair::Sweep() {
   uint64_t moved = 0;
   // Positions may be added while this runs (Enqueue suspends): re-scan until

@@ -57,6 +57,10 @@ class RingRepair {
   // Enqueues `element` (the BE value a dequeue hands out, e.g. an entry or
   // page address) at the tail as a free chain does. Returns the position.
   Task<uint64_t> Enqueue(uint64_t element);
+  // Completes an enqueue that claimed `pos` (its tail FAA ran) but never
+  // wrote it (a free chain stopped in between): stores `element` there. If
+  // a dequeue already passed `pos` (a dead position), Sweep moves it on.
+  Task<void> Fill(uint64_t pos, uint64_t element);
   // Moves every element an enqueue has put into a dead position to the tail.
   // Returns how many moved.
   Task<uint64_t> Sweep();

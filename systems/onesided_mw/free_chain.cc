@@ -390,10 +390,37 @@ bool FreeChain::Faulted() const {
          l_->QueryState() == QpState::kErr || c_->QueryState() == QpState::kErr;
 }
 
-void FreeChain::Quiesce() {
-  for (fabric::Qp* q : {c_, boot_, f_, u_, l_}) {
+Task<void> FreeChain::Quiesce(fabric::Runtime* rt) {
+  for (fabric::Qp* q : {c_, boot_, f_, u_}) {
     if (q && q->state() != QpState::kErr) q->Modify(QpState::kErr);
   }
+  // L1..L5 of every instance are signaled: L is idle once every one of them
+  // it started has completed (its unsignaled WAIT/ENABLE/READ tail holds
+  // nothing the repair reads).
+  const uint64_t per = cfg_.recycle ? kWorkerSlotWrs : kWorkerWrs;
+  auto signaled_started = [&] {
+    const uint64_t e = l_->counters().send_wrs_executed;
+    return e / per * kWorkerSignaled + std::min<uint64_t>(e % per, kWorkerSignaled);
+  };
+  while (l_->state() != QpState::kErr && lcq_->total_completions() < signaled_started()) {
+    co_await rt->SleepFor(kPsPerUs);
+  }
+  if (l_->state() != QpState::kErr) l_->Modify(QpState::kErr);
+}
+
+FreeChain::Progress FreeChain::Inspect() const {
+  Progress p;
+  const uint64_t e = l_->counters().send_wrs_executed;
+  if (e == 0) return p;
+  const uint64_t per = cfg_.recycle ? kWorkerSlotWrs : kWorkerWrs;
+  const uint64_t m = (e - 1) / per;
+  p.steps = static_cast<uint32_t>(e - m * per);
+  const uint64_t slot = scratch_ + kScratchSlotsOff + kSlotBytes * (m % cfg_.max_instances);
+  p.element = mn_->memory().LoadU64(slot);
+  uint8_t b[8];
+  mn_->memory().Read(slot + 8, b, 8);
+  p.handle = fabric::LoadBe64(b);
+  return p;
 }
 
 // ---- CN side ------------------------------------------------------------------------

@@ -224,8 +224,21 @@ class FreeChain {
     return f_->counters().recvs_consumed / (cfg_.recycle ? kRecvsPerRequestRecycle : 1);
   }
   bool Faulted() const;
-  // Stops the chain for good (MN CPU, recovery): C first, then F, U, L.
-  void Quiesce();
+  // Stops the chain for good (MN CPU, recovery): C, F and U first, then L
+  // once every step it started has completed (a control-path poll), so
+  // Inspect sees effects, not steps in flight.
+  Task<void> Quiesce(fabric::Runtime* rt);
+  // What the last instance L started did, read after Quiesce. L's steps run
+  // in order: steps >= 2 means L2 cleared the entry's owner, >= 3 that L3
+  // claimed the tail element `element`, >= 5 that L5 wrote the entry there.
+  // A free stopped with 2 <= steps < 5 has taken the entry out of everyone's
+  // hands without queueing it: the MN finishes it (OsmwMn::RepairFree).
+  struct Progress {
+    uint32_t steps = 0;
+    uint64_t element = 0;  // the claimed tail position (steps >= 3)
+    uint64_t handle = 0;   // the entry being freed (steps >= 2)
+  };
+  Progress Inspect() const;
 
  private:
   FreeChain() = default;

@@ -308,11 +308,36 @@ Task<void> OsmwMn::RebindMw0(uint32_t i, uint32_t free_qpn) {
   }
 }
 
+// A free the MN stopped (a crashed CN, a refused request on its chain) after
+// L2 cleared the entry's owner but before L5 queued it would lose the entry:
+// neither owned nor queued. Finish it: write it into the tail element L3
+// claimed, or enqueue it. Checked against the MWTable and the ring, so a
+// step a CN's wrong values ran (or a repeated repair) queues nothing twice.
+Task<void> OsmwMn::RepairFree(FreeChain& f) {
+  const FreeChain::Progress pr = f.Inspect();
+  co_await BookkeepingCost();
+  if (pr.steps < 2 || pr.steps >= 5) co_return;
+  const int64_t i = md_->EntryOf(pr.handle);
+  if (i < 0 || node_->memory().LoadU64(md_->owner_addr(static_cast<uint32_t>(i))) != kNoOwner) {
+    co_return;  // L2 faulted (the owner was never cleared) or not an entry
+  }
+  for (uint32_t s = 0; s < md_->layout().ring_slots; ++s) {
+    if (md_->LoadElement(s) == pr.handle) co_return;  // already queued
+  }
+  if (pr.steps >= 3 && ring_->LoadElementAt(pr.element) == 0) {
+    co_await ring_->Fill(pr.element, pr.handle);
+  } else {
+    (void)co_await ring_->Enqueue(pr.handle);
+  }
+  ++st_.frees_finished;
+}
+
 Task<void> OsmwMn::RenewFree(uint32_t pair, fabric::Qp* cn_free_qp, fabric::Qp* cn_alloc_qp,
                              std::vector<uint64_t> held) {
   Pair& p = *pairs_.at(pair);
   co_await repair_.Lock();
-  p.free->Quiesce();
+  co_await p.free->Quiesce(&runtime());
+  co_await RepairFree(*p.free);
   p.frees_before += p.free->requests_taken();
   ++p.frees_refused;
   ++st_.free_renewals;
@@ -413,7 +438,8 @@ Task<ReclaimReport> OsmwMn::ReclaimCn(uint32_t cn) {
     if (p->cn != cn) continue;
     if (p->stopped_why.empty()) (void)co_await RetireAlloc(*p);
     p->stopped_why = "onesided_mw: CN " + std::to_string(cn) + " was declared crashed";
-    p->free->Quiesce();
+    co_await p->free->Quiesce(&runtime());
+    co_await RepairFree(*p->free);
   }
   if (auto it = notices_.find(cn); it != notices_.end()) it->second.qp->Modify(QpState::kErr);
   ReclaimReport rep;

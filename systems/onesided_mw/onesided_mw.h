@@ -79,6 +79,7 @@ struct OsmwStats {
   uint64_t elements_moved = 0;     // RingRepair::Sweep
   uint64_t cns_cut = 0;            // over budget
   uint64_t monitor_scans = 0;
+  uint64_t frees_finished = 0;  // frees the MN stopped between L2 and L5 (RepairFree)
 };
 
 class OsmwMn : public MnBase {
@@ -140,6 +141,7 @@ class OsmwMn : public MnBase {
   // Returns true when that request found the queue empty.
   Task<bool> RetireAlloc(Pair& p);
   Task<bool> RepairLane(AllocChain& c, uint32_t w);
+  Task<void> RepairFree(FreeChain& f);
   // Unbinds entry i's windows, clears owner_id and enqueues it.
   Task<void> ReclaimEntry(uint32_t i);
   // Moves MW 0 of entry i to another Free QP (after a free chain was rebuilt).
