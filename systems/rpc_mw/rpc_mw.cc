@@ -12,7 +12,8 @@
 //
 // Patronus options (off by default):
 //  - leases: each chunk gets a lease word (its own window over 8 B); the MN
-//    revokes the chunk when the word's expiry (virtual us) has passed; the CN
+//    revokes the chunk when the word's expiry (virtual us) has passed or lies
+//    more than one lease period ahead (no CN may extend further); the CN
 //    extends it one-sidedly by CAS; the MN refuses extension by zeroing it.
 //  - delayed_unbind: a free only parks the chunk with its window still bound;
 //    with type-1 the next allocation hands the window over by rebinding it
@@ -292,7 +293,11 @@ class RpcMwMn : public MnBase {
         bool owned = false;
         for (uint32_t cn = 0; cn < deployment_.cns.size(); ++cn) owned |= table_.OwnedBy(i, cn);
         if (!owned) continue;
-        if (node_->memory().LoadU64(LeaseWord(i)) < now) {
+        // A lease ends at the word's time, and never later than one period
+        // from now: a CN may extend only to now + lease_us, so a word beyond
+        // that (a CN that CASed it to the maximum) is refused, not honoured.
+        const uint64_t until = node_->memory().LoadU64(LeaseWord(i));
+        if (until < now || until > now + lease_us_) {
           ++leases_expired_;
           co_await Revoke(i);
         }

@@ -54,6 +54,41 @@ TEST(RpcMwLeases, UnextendedLeaseIsRevokedExtendedOneSurvives) {
   EXPECT_GT(extensions, 10);
 }
 
+// The attack: a CN CASes its own lease word far into the future (here to the
+// maximum) instead of now + one lease period. The MN honours no lease beyond
+// now + lease_us: the chunk is revoked within about one period all the same.
+TEST(RpcMwLeases, ALeaseCasToTheMaximumStillExpires) {
+  Testbed tb(Spec({{"leases", "true"}, {"lease_us", "100"}}));
+  bool readable_before = false;
+  Status after;
+  tb.Run([](Testbed& tb, bool* readable_before, Status* after) -> Task<void> {
+    CnSide& cn = tb.cn(0);
+    AccessGroup* g = co_await cn.OpenGroup(1, 1 << 16);
+    auto a = co_await cn.Alloc(*g);
+    CO_ASSERT_OK(a.status);
+    systems::Lane& lane = g->lane(0);
+    fabric::SendWr wr;
+    wr.opcode = fabric::Opcode::kCmpAndSwp;
+    wr.sg_list = {{lane.ctrl_addr, 8, g->lkey()}};
+    wr.remote_addr = a.value.lease.header_addr;
+    wr.rkey = a.value.lease.header_rkey;
+    wr.compare_add = a.value.lease.expires_us;
+    wr.swap = ~uint64_t{0};
+    CO_ASSERT_TRUE(lane.qp->PostSend(wr) == 0);
+    const fabric::WorkCompletion wc = co_await lane.cq->Next();
+    CO_ASSERT_TRUE(wc.status == fabric::WcStatus::kSuccess);
+    CO_ASSERT_TRUE(cn.node()->memory().LoadU64(lane.ctrl_addr) == a.value.lease.expires_us);
+    *readable_before = (co_await cn.Read(lane, a.value, 0, 64, g->buffer_addr())).ok();
+    co_await tb.cluster().runtime().SleepFor(350 * kPsPerUs);  // 3.5 lease periods
+    *after = co_await cn.Read(lane, a.value, 0, 64, g->buffer_addr());
+  }(tb, &readable_before, &after));
+  std::cout << "[ rpc_mw leases ] lease word CASed to 2^64-1: after 3.5 periods the read "
+            << after.ToString() << "\n";
+  EXPECT_TRUE(readable_before);
+  EXPECT_EQ(after.code(), Code::kAccessDenied) << after.ToString();
+  EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
+}
+
 // Patronus Table 5: QP fault handling with and without spare QPs.
 double InterruptionUs(bool spare) {
   Testbed tb(Spec({{"spare_qps", spare ? "true" : "false"}}));
