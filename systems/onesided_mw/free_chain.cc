@@ -385,6 +385,13 @@ Task<void> FreeChain::Arm(uint32_t n) {
   }
 }
 
+uint64_t FreeChain::frees_done() const {
+  const uint32_t g = md_->group_size();
+  const uint64_t per = cfg_.recycle ? UnbindSlotWrs(g) : kUnbindWrs(g);
+  const uint64_t e = u_->counters().send_wrs_executed;
+  return e / per + (e % per >= kUnbindWrs(g) ? 1 : 0);
+}
+
 bool FreeChain::Faulted() const {
   return f_->QueryState() == QpState::kErr || u_->QueryState() == QpState::kErr ||
          l_->QueryState() == QpState::kErr || c_->QueryState() == QpState::kErr;

@@ -223,6 +223,11 @@ class FreeChain {
   uint64_t requests_taken() const {
     return f_->counters().recvs_consumed / (cfg_.recycle ? kRecvsPerRequestRecycle : 1);
   }
+  // Frees that passed the owner check and released L2..L5: instances whose
+  // U part ran to its ENABLE (U.bind0 fails for anything but an owner's free,
+  // and a failed step stops U). A request that was refused, malformed or
+  // replayed by wrong values never counts (the budget monitor's frees).
+  uint64_t frees_done() const;
   bool Faulted() const;
   // Stops the chain for good (MN CPU, recovery): C, F and U first, then L
   // once every step it started has completed (a control-path poll), so

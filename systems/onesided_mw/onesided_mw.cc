@@ -338,8 +338,7 @@ Task<void> OsmwMn::RenewFree(uint32_t pair, fabric::Qp* cn_free_qp, fabric::Qp* 
   co_await repair_.Lock();
   co_await p.free->Quiesce(&runtime());
   co_await RepairFree(*p.free);
-  p.frees_before += p.free->requests_taken();
-  ++p.frees_refused;
+  p.frees_before += p.free->frees_done();
   ++st_.free_renewals;
   p.free = co_await NewFreeChain(cn_free_qp);
   const uint32_t new_f = p.free->free_qp()->qp_num();
@@ -404,7 +403,7 @@ uint64_t OsmwMn::Held(uint32_t cn) const {
   for (const auto& p : pairs_) {
     if (p->cn != cn) continue;
     allocs += p->allocs_before + std::max(p->alloc->requests_taken(), p->alloc->claims_started());
-    frees += p->frees_before + p->free->requests_taken() - p->frees_refused;
+    frees += p->frees_before + p->free->frees_done();
   }
   return allocs > frees ? allocs - frees : 0;
 }

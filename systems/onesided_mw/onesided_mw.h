@@ -47,7 +47,8 @@
 //    is that CN's (unbind, owner_id := 0, enqueue).
 //  - Budget ([OSMW] §4.4 "Protection against DoS"): with budget_chunks > 0,
 //    every monitor_period_us the MN reads each CN's management-QP counters
-//    (requests taken by its Alloc QPs minus frees) and stops the allocation
+//    (claims its allocation chains started minus frees that completed:
+//    FreeChain::frees_done, never a request merely received) and stops the allocation
 //    chains of a CN holding more than the budget; its allocations then fail
 //    with kOutOfMemory "over budget"; frees keep working.
 #pragma once
@@ -125,9 +126,8 @@ class OsmwMn : public MnBase {
     std::unique_ptr<AllocChain> alloc;
     std::unique_ptr<FreeChain> free;
     uint64_t allocs_before = 0;  // requests taken by retired allocation chains
-    uint64_t frees_before = 0;
-    uint64_t frees_refused = 0;
-    std::string stopped_why;  // over budget or crashed: the allocation chain stays down
+    uint64_t frees_before = 0;   // completed frees of the pair's retired free chains
+    std::string stopped_why;     // over budget or crashed: the allocation chain stays down
   };
   struct Notice {
     fabric::Qp* qp = nullptr;  // MN end

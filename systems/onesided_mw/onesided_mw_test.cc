@@ -373,6 +373,44 @@ TEST(OneSidedMw, ACrashInTheMiddleOfAFreeLosesNoEntry) {
   EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
 }
 
+// The attack on the budget: frees were counted when a free request's RECVs
+// were consumed, so a CN that sends bogus frees (here: one through each of
+// many management pairs it opens, naming no entry) earns budget it never
+// gave back, then allocates past it. A free counts only once it completed.
+TEST(OneSidedMw, BogusFreesEarnNoBudget) {
+  Testbed tb(Spec(1, {{"budget_chunks", "8"}, {"monitor_period_us", "50"}}, 1ull << 20));
+  OsmwMn& mn = Mn(tb);
+  int got = 0;
+  tb.Run([](Testbed& tb, OsmwMn& mn, int* got) -> Task<void> {
+    CnSide& a = tb.cn(0);
+    AccessGroup* ag = co_await a.OpenGroup(2, 1 << 16);
+    fabric::Node* n = a.node();
+    const uint64_t buf = n->memory().Alloc(1 << 14, 4096);
+    fabric::Mr* mr =
+        co_await n->RegMr(ag->mr()->pd(), buf, 1 << 14, fabric::kLocalWrite | fabric::kRemoteWrite);
+    std::vector<std::unique_ptr<AllocClient>> acs;
+    std::vector<std::unique_ptr<FreeClient>> fcs;
+    for (int i = 0; i < 30; ++i) {
+      acs.push_back(
+          std::make_unique<AllocClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf, 3, 32, 4));
+      fcs.push_back(std::make_unique<FreeClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf + 8192,
+                                                 n->CreateCq(64, true), 32, 3));
+      (void)co_await mn.OpenPair(0, acs.back()->qp(), fcs.back()->qp());
+      (void)co_await fcs.back()->Free(0, 50 * kPsPerUs);  // names no entry: refused
+    }
+    const std::vector<uint32_t> qpns = {ag->lane(0).mn_qpn, ag->lane(1).mn_qpn};
+    for (int i = 0; i < 40; ++i) {
+      auto g = co_await acs.back()->Allocate(qpns, 300 * kPsPerUs);
+      if (!g.ok()) break;
+      ++*got;
+      co_await tb.runtime().SleepFor(20 * kPsPerUs);
+    }
+  }(tb, mn, &got));
+  std::cout << "budget 8 after 30 bogus frees: the CN got " << got << " chunks\n";
+  EXPECT_LE(got, 8 + 4) << "the budget, plus at most one claim in flight per lane";
+  EXPECT_TRUE(mn.cut(0));
+}
+
 // A chunk is reachable only through the QPs it was bound to: not through the
 // owner's other groups, not through another CN, not by its previous owner.
 TEST(OneSidedMw, AccessOnlyThroughTheAssignedQps) {
