@@ -405,7 +405,9 @@ int main(int argc, char** argv) {
   auto* mn = app.add_subcommand(
       "mn",
       "Run an approach's MN side on a real RDMA device and serve CN processes (`dmbench cn`,\n"
-      "`dmbench micro ... --backend ibv --mn HOST:PORT`) until one sends `shutdown`.");
+      "`dmbench micro ... --backend ibv --mn HOST:PORT`) until the operator sends\n"
+      "`shutdown <token>`. The operator token is printed at start and written to\n"
+      "<port-file>.token (mode 0600); reclaim and shutdown need it, CN processes do not get it.");
   mn->add_option("--system", mn_opts.system, "Approach (see `dmbench systems`)")->required();
   mn->add_option("--set", mn_sets, "Knob as KNOB=VALUE");
   mn->add_option("--device", mn_opts.device, "RDMA device (default: the first)");

@@ -74,17 +74,21 @@ void Testbed::BuildIbv(systems::Deployment* d) {
   cluster_ = std::move(c);
   if (spec_.mn_endpoint.empty()) return;  // MN in this process
   std::string endpoint = spec_.mn_endpoint;
+  // The operator token (reclaim, shutdown): ours when we spawned the daemon,
+  // else whatever DMB_MN_TOKEN says (the daemon's operator may share it).
+  std::string token = std::getenv("DMB_MN_TOKEN") ? std::getenv("DMB_MN_TOKEN") : "";
   if (endpoint == "spawn") {
     SpawnMnDaemon();
     std::ifstream pf(mn_dir_ + "/port");
     int port = 0;
     pf >> port;
     endpoint = "127.0.0.1:" + std::to_string(port);
+    std::ifstream(mn_dir_ + "/port.token") >> token;
   }
   const auto& info = systems::Registry::Get(spec_.system);
   const systems::Knobs knobs = systems::ValidateKnobs(info.name, info.knobs, spec_.knobs);
   auto rm = std::make_unique<systems::remote::RemoteMn>(ibv, endpoint, spec_.system, knobs,
-                                                        static_cast<uint32_t>(spec_.cns));
+                                                        static_cast<uint32_t>(spec_.cns), token);
   mn_ = rm->node();
   d->remote_mn = rm.get();
   d->cn_index_base = rm->cn_index_base();
@@ -176,6 +180,7 @@ void Testbed::StopMnDaemon() {
   }
   if (!mn_dir_.empty()) {
     std::remove((mn_dir_ + "/port").c_str());
+    std::remove((mn_dir_ + "/port.token").c_str());
     rmdir(mn_dir_.c_str());
   }
 }

@@ -1,6 +1,7 @@
 #include "systems/remote/bootstrap.h"
 
 #include <cstring>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 
@@ -82,6 +83,58 @@ std::vector<std::string> SplitWords(const std::string& line) {
   std::vector<std::string> w;
   for (std::string s; in >> s;) w.push_back(s);
   return w;
+}
+
+namespace {
+
+// The CN index in `word`, or -1 when it is not a decimal number below 2^20.
+int64_t CnWord(const std::string& word) {
+  if (word.empty() || word.size() > 7) return -1;
+  for (char c : word) {
+    if (c < '0' || c > '9') return -1;
+  }
+  return std::stoll(word);
+}
+
+}  // namespace
+
+std::string Authorize(const std::vector<std::string>& w, const ConnRights& rights,
+                      const std::string& token) {
+  if (w.empty()) return "err empty request";
+  const std::string& op = w[0];
+  if (op == "lane" || op == "connect") {
+    if (w.size() < 2) return "err malformed '" + op + "': no CN index";
+    const int64_t cn = CnWord(w[1]);
+    if (cn < 0) return "err malformed '" + op + "': CN index '" + w[1] + "' is not a number";
+    if (rights.count == 0) return "err '" + op + "' before hello: say which CNs you are first";
+    if (!rights.Owns(static_cast<uint32_t>(cn))) {
+      return "err CN " + std::to_string(cn) + " is not this connection's (its hello was given " +
+             std::to_string(rights.base) + ".." + std::to_string(rights.base + rights.count - 1) +
+             ")";
+    }
+    return "";
+  }
+  if (op == "reclaim" || op == "shutdown") {
+    const size_t at = op == "reclaim" ? 2 : 1;
+    if (op == "reclaim" && (w.size() < 2 || CnWord(w[1]) < 0)) {
+      return "err malformed 'reclaim': expected reclaim <cn_index> <operator token>";
+    }
+    if (w.size() != at + 1 || token.empty() || w[at] != token) {
+      return "err '" + op +
+             "' is the operator's: it needs the token the daemon printed at start (also in "
+             "<port-file>.token)";
+    }
+    return "";
+  }
+  return "";
+}
+
+std::string NewOperatorToken() {
+  std::random_device rd;
+  std::string t;
+  static const char* kDigits = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) t += kDigits[rd() & 15];
+  return t;
 }
 
 }  // namespace dmb::systems::remote

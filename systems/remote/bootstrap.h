@@ -8,9 +8,16 @@
 //   lane <cn_index>                      -> ok <qpn>
 //   connect <cn_index> <qpn> <cn qp address>  -> ok
 //   stats                                -> ok <pool> <total> <in_use> <served> <rejected>
-//   reclaim <cn_index>                   -> ok <chunks reclaimed>
-//   shutdown                             -> ok (the daemon exits)
+//   reclaim <cn_index> <operator token>  -> ok <chunks reclaimed>
+//   shutdown <operator token>            -> ok (the daemon exits)
 // Addresses are hex-encoded fabric::ibv::QpAddr / PortAddr fields.
+//
+// Who may ask what (Authorize): a connection acts only as the CN indexes its
+// own `hello` was given (lane, connect); another CN's index is refused, so
+// one CN process cannot act as another. Declaring a CN crashed (reclaim)
+// and stopping the daemon (shutdown) are the operator's: they carry the
+// token the daemon prints at start and writes beside its --port-file
+// (<port-file>.token, mode 0600), which CN processes are not given.
 #pragma once
 
 #include <cstdint>
@@ -34,5 +41,20 @@ fabric::ibv::QpAddr DecodeQp(const std::string& s);
 std::vector<std::string> SplitWords(const std::string& line);
 // The knob map as one word (k=v,k=v or "-"), as `hello` carries it.
 std::string KnobsWord(const std::map<std::string, std::string>& knobs);
+
+// The CN indexes one bootstrap connection was given by its `hello`.
+struct ConnRights {
+  uint32_t base = 0;
+  uint32_t count = 0;  // 0: no hello yet
+  bool Owns(uint32_t cn) const { return cn >= base && cn - base < count; }
+};
+// "" when the connection with `rights` may send the request `w` (split
+// words) to a daemon whose operator token is `token`, else the "err ..."
+// reply naming why. Malformed words (a CN index that is not a number) are
+// refused here too.
+std::string Authorize(const std::vector<std::string>& w, const ConnRights& rights,
+                      const std::string& token);
+// A fresh random operator token (32 hex digits).
+std::string NewOperatorToken();
 
 }  // namespace dmb::systems::remote

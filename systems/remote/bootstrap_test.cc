@@ -71,5 +71,40 @@ TEST(Bootstrap, DialingNobodySaysWhatToStart) {
   EXPECT_THROW(LineConn::Dial("no-port", std::chrono::seconds(1)), std::runtime_error);
 }
 
+// The bootstrap channel's attacks: one CN process acting as another (lane
+// or connect with another CN's index), declaring a CN crashed or stopping
+// the daemon without the operator's token, malformed indexes.
+TEST(Bootstrap, AConnectionActsOnlyAsItsOwnCnsAndOnlyTheOperatorReclaims) {
+  const std::string token = NewOperatorToken();
+  ASSERT_EQ(token.size(), 32u);
+  EXPECT_NE(token, NewOperatorToken());
+  const ConnRights cn0 = {0, 1}, cn23 = {2, 2}, none;
+  auto err = [&](const std::string& line, const ConnRights& r) {
+    return Authorize(SplitWords(line), r, token);
+  };
+  EXPECT_EQ(err("lane 0", cn0), "");
+  EXPECT_EQ(err("lane 3", cn23), "");
+  EXPECT_EQ(err("connect 2 17 abc", cn23), "");
+  EXPECT_NE(err("lane 1", cn0).find("CN 1 is not this connection's"), std::string::npos);
+  EXPECT_NE(err("lane 4", cn23).find("not this connection's"), std::string::npos);
+  EXPECT_NE(err("connect 0 17 abc", cn23).find("not this connection's"), std::string::npos);
+  EXPECT_NE(err("lane 0", none).find("before hello"), std::string::npos);
+  EXPECT_NE(err("lane 99999999999", cn0).find("not a number"), std::string::npos);
+  EXPECT_NE(err("lane -1", cn0).find("not a number"), std::string::npos);
+  EXPECT_NE(err("lane", cn0).find("malformed"), std::string::npos);
+  // reclaim and shutdown: the operator's token, never a CN's rights.
+  EXPECT_NE(err("reclaim 0", cn0).find("operator's"), std::string::npos);
+  EXPECT_NE(err("reclaim 0 " + token + "x", cn0).find("operator's"), std::string::npos);
+  EXPECT_NE(err("reclaim x " + token, cn0).find("malformed"), std::string::npos);
+  EXPECT_EQ(err("reclaim 1 " + token, none), "");
+  EXPECT_NE(err("shutdown", cn0).find("operator's"), std::string::npos);
+  EXPECT_NE(err("shutdown -", cn0).find("operator's"), std::string::npos);
+  EXPECT_EQ(err("shutdown " + token, none), "");
+  EXPECT_NE(Authorize(SplitWords("shutdown -"), cn0, "").find("operator's"), std::string::npos)
+      << "no token configured: nobody may";
+  EXPECT_EQ(err("stats", none), "");
+  EXPECT_EQ(err("", none), "err empty request");
+}
+
 }  // namespace
 }  // namespace dmb::systems::remote

@@ -1,5 +1,6 @@
 #include "systems/remote/mn_daemon.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -38,10 +40,13 @@ class Daemon {
     d.pool_bytes = opts_.pool_bytes;
     mm_ = Registry::Create({opts_.system, opts_.knobs}, d);
     cluster_.Run(mm_->Start());
+    token_ = NewOperatorToken();
     Listen();
     std::cerr << "dmbench mn: " << opts_.system << " (" << KnobsWord(mm_->knobs().values())
               << ") on device " << (opts_.device.empty() ? "(first)" : opts_.device)
-              << ", bootstrap on TCP port " << port_ << std::endl;
+              << ", bootstrap on TCP port " << port_ << "; operator token " << token_
+              << (opts_.port_file.empty() ? "" : " (also in " + opts_.port_file + ".token)")
+              << std::endl;
     cluster_.Run(Serve());
     return 0;
   }
@@ -65,6 +70,16 @@ class Daemon {
     getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
     port_ = ntohs(a.sin_port);
     if (!opts_.port_file.empty()) {
+      // The operator's token first (readable by this user only; CN processes
+      // are not given it), written before the port file so whoever waits for
+      // the port finds it.
+      const std::string tok = opts_.port_file + ".token";
+      const int fd = open(tok.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (fd < 0 || write(fd, (token_ + "\n").data(), token_.size() + 1) < 0) {
+        throw std::runtime_error("cannot write the operator token to " + tok + ": " +
+                                 strerror(errno));
+      }
+      close(fd);
       const std::string tmp = opts_.port_file + ".tmp";
       std::ofstream(tmp) << port_ << "\n";
       std::rename(tmp.c_str(), opts_.port_file.c_str());
@@ -83,6 +98,7 @@ class Daemon {
         bool closed = false;
         while (conns_[i]->TryReadLine(&line, &closed)) co_await Handle(*conns_[i], line);
         if (closed) {
+          rights_.erase(conns_[i].get());
           conns_.erase(conns_.begin() + static_cast<long>(i));
         } else {
           ++i;
@@ -99,7 +115,9 @@ class Daemon {
     if (opts_.verbose) std::cerr << "mn <- " << line << std::endl;
     std::string reply;
     try {
-      reply = co_await Dispatch(SplitWords(line));
+      const std::vector<std::string> w = SplitWords(line);
+      reply = Authorize(w, rights_[&c], token_);
+      if (reply.empty()) reply = co_await Dispatch(w, &rights_[&c]);
     } catch (const std::exception& e) {
       reply = std::string("err ") + e.what();
     }
@@ -115,7 +133,7 @@ class Daemon {
     return static_cast<uint32_t>(v);
   }
 
-  Task<std::string> Dispatch(const std::vector<std::string>& w) {
+  Task<std::string> Dispatch(const std::vector<std::string>& w, ConnRights* rights) {
     if (w.empty()) co_return "err empty request";
     const std::string& op = w[0];
     if (op == "hello" && w.size() == 4) {
@@ -128,6 +146,7 @@ class Daemon {
       if (next_cn_ + n > 1024) co_return "err no CN indexes left (1024 per daemon); restart it";
       const uint32_t base = next_cn_;
       next_cn_ += n;
+      *rights = {base, n};  // this connection acts as these CNs only
       co_return "ok " + EncodePort(cluster_.PortOf(mn_->id())) + " " +
           ToHex(mm_->mn().Published()) + " " + std::to_string(base);
     }
@@ -151,11 +170,11 @@ class Daemon {
           std::to_string(s.chunks_in_use) + " " + std::to_string(s.rpcs_served) + " " +
           std::to_string(s.rpcs_rejected);
     }
-    if (op == "reclaim" && w.size() == 2) {
+    if (op == "reclaim" && w.size() == 3) {
       const ReclaimReport r = co_await mm_->mn().ReclaimCn(CnIndex(w[1]));
       co_return "ok " + std::to_string(r.chunks_reclaimed);
     }
-    if (op == "shutdown") {
+    if (op == "shutdown" && w.size() == 2) {
       stop_ = true;
       co_return "ok";
     }
@@ -171,6 +190,8 @@ class Daemon {
   int port_ = 0;
   bool stop_ = false;
   uint32_t next_cn_ = 0;  // CN indexes handed out so far
+  std::string token_;     // the operator's (reclaim, shutdown)
+  std::map<const LineConn*, ConnRights> rights_;
   std::vector<std::unique_ptr<LineConn>> conns_;
 };
 

@@ -25,9 +25,11 @@ class BootstrapQp : public fabric::ibv::RemoteQp {
 }  // namespace
 
 RemoteMn::RemoteMn(fabric::ibv::IbvCluster* cluster, const std::string& endpoint,
-                   const std::string& system, const Knobs& knobs, uint32_t cns)
+                   const std::string& system, const Knobs& knobs, uint32_t cns,
+                   std::string operator_token)
     : cluster_(cluster),
       endpoint_(endpoint),
+      token_(std::move(operator_token)),
       conn_(std::make_unique<LineConn>(LineConn::Dial(endpoint))) {
   const auto w =
       Call("hello " + system + " " + KnobsWord(knobs.values()) + " " + std::to_string(cns));
@@ -63,7 +65,8 @@ fabric::Qp* RemoteMn::CreateLaneQp(uint32_t cn_index) {
 }
 
 Task<ReclaimReport> RemoteMn::ReclaimCn(uint32_t cn_index) {
-  const auto w = Call("reclaim " + std::to_string(cn_index));
+  const auto w =
+      Call("reclaim " + std::to_string(cn_index) + " " + (token_.empty() ? "-" : token_));
   ReclaimReport r;
   r.chunks_reclaimed = std::stoull(w.at(0));
   co_return r;
@@ -81,6 +84,6 @@ MnStats RemoteMn::stats() const {
   return s;
 }
 
-void RemoteMn::Shutdown() { Call("shutdown"); }
+void RemoteMn::Shutdown() { Call("shutdown " + (token_.empty() ? "-" : token_)); }
 
 }  // namespace dmb::systems::remote

@@ -19,9 +19,11 @@ class RemoteMn : public MnSide {
   // with exactly `knobs` (validated, defaults filled in), and adds the MN as a
   // remote node of `cluster`. Throws std::runtime_error naming a mismatch.
   // `cns`: how many CN sides this process runs; the daemon assigns them the
-  // indexes [cn_index_base(), +cns).
+  // indexes [cn_index_base(), +cns). `operator_token`: the daemon's (what
+  // its start printed, <port-file>.token), needed by ReclaimCn and Shutdown
+  // only; a CN process without it cannot declare a CN crashed or stop the MN.
   RemoteMn(fabric::ibv::IbvCluster* cluster, const std::string& endpoint, const std::string& system,
-           const Knobs& knobs, uint32_t cns);
+           const Knobs& knobs, uint32_t cns, std::string operator_token = "");
   uint32_t cn_index_base() const { return cn_index_base_; }
   ~RemoteMn() override;
 
@@ -42,6 +44,7 @@ class RemoteMn : public MnSide {
  private:
   fabric::ibv::IbvCluster* cluster_;
   std::string endpoint_;
+  std::string token_;
   std::unique_ptr<LineConn> conn_;
   fabric::Node* node_ = nullptr;
   std::string published_;

@@ -40,7 +40,7 @@ read -r ok _pool _total in_use served rejected <<<"$stats"
 [ "$in_use" = 0 ] || fail "$in_use chunks still held after both CNs freed everything"
 [ "$rejected" = 0 ] || fail "the daemon rejected $rejected requests (CN indexes collided?)"
 [ "$served" -gt 0 ] || fail "the daemon served no RPC"
-echo shutdown >&3
+echo "shutdown $(cat "$dir/port.token")" >&3
 read -r -t 30 bye <&3
 wait "$mn"; rm=$?
 [ "$bye" = ok ] && [ $rm = 0 ] || fail "daemon shutdown: reply '$bye', exit $rm"
