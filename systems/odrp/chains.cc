@@ -238,8 +238,8 @@ Task<const CnTable*> OdrpMn::AddCn(uint64_t swap_pages) {
   t->entries = swap_pages;
   t->tt_base = mn_->memory().Alloc(swap_pages * kTtEntryBytes, 64);
   mn_->memory().Fill(t->tt_base, 0, swap_pages * kTtEntryBytes);  // all unmapped
-  // Remote atomic too: Mapped Store and Invalidate read the entry with a
-  // FETCH_ADD of 0, whose 8-byte alignment rule rejects a misaligned tt_addr.
+  // Remote atomic too: every chain first touches the entry with a FETCH_ADD
+  // of 0, whose 8-byte alignment rule rejects a misaligned tt_addr.
   t->mr = co_await mn_->RegMr(pd_, t->tt_base, swap_pages * kTtEntryBytes,
                               kRwAccess | fabric::kRemoteAtomic);
   cns_.push_back(std::move(t));
