@@ -64,7 +64,7 @@ std::vector<Target> RearmTargets(ChainKind kind) {
     case ChainKind::kLoad:
       return {{2, 0}, {2, 1}, {0, 1}, {1, 1}, {1, 2}};
     case ChainKind::kUnmappedStore:
-      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {0, 7}, {1, 1}, {1, 2}};
+      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {0, 10}, {1, 1}, {1, 2}};
     case ChainKind::kMappedStore:
       return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {0, 2}, {1, 1}, {1, 2}};
     case ChainKind::kInvalidate:
@@ -74,9 +74,9 @@ std::vector<Target> RearmTargets(ChainKind kind) {
   throw std::logic_error("odrp chain: unknown kind");
 }
 
-// Signaled L completions per instance: Unmapped Store (U1..U7), Mapped
-// Store (M1, M2), Invalidate (V1..V9).
-constexpr uint64_t kStoreLCompletions = 7;
+// Signaled L completions per instance: Unmapped Store (U1, A1, A2, U2..U4,
+// CHK, U5..U7), Mapped Store (M1, M2), Invalidate (V1..V9).
+constexpr uint64_t kStoreLCompletions = 10;
 constexpr uint64_t kMappedStoreLCompletions = 2;
 constexpr uint64_t kInvalidateLCompletions = 9;
 
@@ -111,7 +111,7 @@ ChainGeometry ChainGeometry::For(ChainKind kind, uint32_t slots) {
       g.l_wrs = 2, g.r_wrs = 4, g.c_wrs = 2;
       break;
     case ChainKind::kUnmappedStore:
-      g.l_wrs = 8, g.r_wrs = 4, g.c_wrs = 8;
+      g.l_wrs = 16, g.r_wrs = 4, g.c_wrs = 8;
       break;
     case ChainKind::kMappedStore:
       g.l_wrs = 4, g.r_wrs = 4, g.c_wrs = 4;
@@ -165,12 +165,12 @@ std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m) {
   const uint64_t lc = kStoreLCompletions * m;
   return {
       m + 1,              // C0 WAIT rcq
-      m * g.l_wrs + 3,    // C1 ENABLE U1..U3
-      lc + 2,             // C2 WAIT lcq: U2 landed
-      m * g.l_wrs + 4,    // C3 ENABLE U4
-      lc + 4,             // C4 WAIT lcq: U4 landed
-      (m + 1) * g.l_wrs,  // C5 ENABLE U5..L7
-      (m + 1) * g.r_wrs,  // L7 ENABLE R0..R3
+      m * g.l_wrs + 5,    // C1 ENABLE U1, A1, A2, U2, U3
+      lc + 4,             // C2 WAIT lcq: U1, A1, A2, U2 landed
+      m * g.l_wrs + 7,    // C3 ENABLE U4, CHK
+      lc + 7,             // C4 WAIT lcq: U3, U4, CHK landed
+      (m + 1) * g.l_wrs,  // C5 ENABLE U5..L15
+      (m + 1) * g.r_wrs,  // L10 ENABLE R0..R3
       m + 1,              // R1 WAIT rscq
       (m + 2) * g.c_wrs,  // R2 ENABLE C's next instance
   };
@@ -238,8 +238,8 @@ Task<const CnTable*> OdrpMn::AddCn(uint64_t swap_pages) {
   t->entries = swap_pages;
   t->tt_base = mn_->memory().Alloc(swap_pages * kTtEntryBytes, 64);
   mn_->memory().Fill(t->tt_base, 0, swap_pages * kTtEntryBytes);  // all unmapped
-  // Remote atomic too: Mapped Store and Invalidate read the entry with a
-  // FETCH_ADD of 0, whose 8-byte alignment rule rejects a misaligned tt_addr.
+  // Remote atomic too: every chain first touches the entry with a FETCH_ADD
+  // of 0, whose 8-byte alignment rule rejects a misaligned tt_addr.
   t->mr = co_await mn_->RegMr(pd_, t->tt_base, swap_pages * kTtEntryBytes,
                               kRwAccess | fabric::kRemoteAtomic);
   cns_.push_back(std::move(t));
@@ -325,13 +325,12 @@ Task<std::unique_ptr<Chain>> Chain::Create(OdrpMn* mn, const CnTable* cn, ChainK
 void Chain::BuildLoad(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
                       std::vector<SendWr>* c, RecvWr* rr) const {
   const uint64_t l0 = uint64_t{s} * geo_.l_wrs, r0 = uint64_t{s} * geo_.r_wrs;
-  // L0: READ the TT entry into R0's local address.
-  SendWr rd;
+  // L0: the TT entry into R0's local address.
+  // FETCH_ADD 0: a misaligned tt_addr is refused (an 8-byte READ would take
+  // half of two entries: a shifted page address, maybe another CN's page).
+  SendWr rd = AtomicRead(0 /* <- RECV: tt_addr */, cn_->mr->rkey(),
+                         Wqe(kR, r0) + WqeLayout::SegAddr(0), r_->wq_lkey());
   rd.wr_id = uint64_t{s} << 8 | 0x10;
-  rd.opcode = Opcode::kRead;
-  rd.remote_addr = 0;  // <- RECV: tt_addr
-  rd.rkey = cn_->mr->rkey();
-  rd.sg_list = {{Wqe(kR, r0) + WqeLayout::SegAddr(0), 8, r_->wq_lkey()}};
   l->push_back(rd);
   // L1: release R0 once L0's data landed. A faulted L0 flushes L1, so R0
   // never runs on the address an earlier request left in its WQE.
@@ -362,68 +361,68 @@ void Chain::BuildStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* 
   const uint64_t l0 = uint64_t{s} * geo_.l_wrs, r0 = uint64_t{s} * geo_.r_wrs;
   const uint64_t faa = faa_addr(s);
   const uint32_t meta_key = mn_->meta_mr()->rkey();
-  const uint32_t lwq = l_->wq_lkey();
+  const uint32_t lwq = l_->wq_lkey(), skey = scratch_mr_->lkey();
   const uint64_t tag = uint64_t{s} << 8;
+  auto wr = [&](uint64_t id, Opcode op, uint64_t remote, uint32_t rkey, Sge sge, uint8_t flags) {
+    SendWr w;
+    w.wr_id = tag | id;
+    w.opcode = op;
+    w.remote_addr = remote;
+    w.rkey = rkey;
+    w.sg_list = {sge};
+    w.flags = flags;
+    return w;
+  };
+  constexpr uint8_t kSig = fabric::kSignaled, kSigFence = fabric::kSignaled | fabric::kFence;
   // U1: claim an element.
   l->push_back(chain::RingAdvanceWr(mn_->head_addr(), meta_key, mn_->layout().BoundaryMask(), faa,
-                                    scratch_mr_->lkey(), tag | 1));
-  // U2, U3: EndianSwap the element address into U4 and U6.
-  SendWr u2 =
-      chain::SwapReadWr(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 3) + WqeLayout::kRemoteAddr, lwq);
-  u2.wr_id = tag | 2;
-  u2.flags = fabric::kSignaled | fabric::kFence;
+                                    skey, tag | 1));
+  // A1, A2: tt_addr (one copy from the CN, in ta[s]) into CHK and U5.
+  l->push_back(wr(0x11, Opcode::kRead, ta_addr(s), scratch_mr_->rkey(),
+                  {Wqe(kL, l0 + 6) + WqeLayout::kRemoteAddr, 8, lwq}, kSig));
+  l->push_back(wr(0x12, Opcode::kRead, ta_addr(s), scratch_mr_->rkey(),
+                  {Wqe(kL, l0 + 7) + WqeLayout::kRemoteAddr, 8, lwq}, kSig));
+  // U2, U3: EndianSwap the element address into U4 and U6 (U2 fenced: after
+  // U1's result landed; U3 follows U2).
+  SendWr u2 = chain::SwapReadWr(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 5) + WqeLayout::kRemoteAddr,
+                                lwq, tag | 2);
+  u2.flags = kSigFence;
   l->push_back(u2);
-  SendWr u3 =
-      chain::SwapReadWr(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 5) + WqeLayout::kRemoteAddr, lwq);
-  u3.wr_id = tag | 3;
-  l->push_back(u3);
-  // U4: the free page's address -> U7's local address.
-  SendWr u4;
-  u4.wr_id = tag | 4;
-  u4.opcode = Opcode::kRead;
-  u4.remote_addr = 0;  // <- U2
-  u4.rkey = meta_key;
-  u4.sg_list = {{Wqe(kL, l0 + 6) + WqeLayout::SegAddr(0), 8, lwq}};
-  l->push_back(u4);
-  // U5: map it: U7's local address field -> the TT entry.
-  SendWr u5;
-  u5.wr_id = tag | 5;
-  u5.opcode = Opcode::kWrite;
-  u5.sg_list = {{Wqe(kL, l0 + 6) + WqeLayout::SegAddr(0), 8, lwq}};
-  u5.remote_addr = 0;  // <- RECV: tt_addr
-  u5.rkey = cn_->mr->rkey();
-  l->push_back(u5);
+  l->push_back(chain::SwapReadWr(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 8) + WqeLayout::kRemoteAddr,
+                                 lwq, tag | 3));
+  // U4: the free page's address -> U7's local address (fenced: after U2).
+  l->push_back(wr(4, Opcode::kRead, 0 /* <- U2 */, meta_key,
+                  {Wqe(kL, l0 + 9) + WqeLayout::SegAddr(0), 8, lwq}, kSigFence));
+  // CHK: FETCH_ADD 0 on the TT entry: refuses a misaligned or out-of-table
+  // tt_addr before anything is written.
+  SendWr chk = AtomicRead(0 /* <- A1 */, cn_->mr->rkey(), chk_addr(s), skey);
+  chk.wr_id = tag | 0x13;
+  chk.flags = kSigFence;  // after U4 landed: a refusal leaves the repair U4's element
+  l->push_back(chk);
+  // U5: map it: U7's local address field -> the TT entry (fenced: after
+  // CHK passed and U4 landed).
+  l->push_back(wr(5, Opcode::kWrite, 0 /* <- A2 */, cn_->mr->rkey(),
+                  {Wqe(kL, l0 + 9) + WqeLayout::SegAddr(0), 8, lwq}, kSigFence));
   // U6: zero the element.
-  SendWr u6;
-  u6.wr_id = tag | 6;
-  u6.opcode = Opcode::kWrite;
-  u6.sg_list = {{mn_->zero_addr(), 8, mn_->meta_mr()->lkey()}};
-  u6.remote_addr = 0;  // <- U3
-  u6.rkey = meta_key;
-  l->push_back(u6);
+  l->push_back(wr(6, Opcode::kWrite, 0 /* <- U3 */, meta_key,
+                  {mn_->zero_addr(), 8, mn_->meta_mr()->lkey()}, kSig));
   // U7: store the page (staging -> page).
-  SendWr u7;
-  u7.wr_id = tag | 7;
-  u7.opcode = Opcode::kRead;
-  u7.sg_list = {{0 /* <- U4 */, static_cast<uint32_t>(kPageBytes), mn_->pool_mr()->lkey()}};
-  u7.remote_addr = staging_addr(s);
-  u7.rkey = staging_mr_->rkey();
-  l->push_back(u7);
-  // L7: release the notification once U4..U7 completed.
+  l->push_back(wr(7, Opcode::kRead, staging_addr(s), staging_mr_->rkey(),
+                  {0 /* <- U4 */, static_cast<uint32_t>(kPageBytes), mn_->pool_mr()->lkey()},
+                  kSig));
+  // L10: release the notification once U4..U7 completed.
   SendWr en = chain::EnableWr(r_);
   en.flags = fabric::kFence;
   l->push_back(en);
+  while (l->size() % geo_.l_wrs != 0) l->push_back(chain::NopWr());  // L11..L15
   BuildNotify(s, r);
-  c->push_back(chain::WaitWr(rcq_));  // C0
-  c->push_back(chain::EnableWr(l_));  // C1
-  c->push_back(chain::WaitWr(lcq_));  // C2
-  c->push_back(chain::EnableWr(l_));  // C3
-  c->push_back(chain::WaitWr(lcq_));  // C4
-  c->push_back(chain::EnableWr(l_));  // C5
-  c->push_back(chain::NopWr());       // C6
-  c->push_back(chain::NopWr());       // C7
-  rr->sg_list = {{Wqe(kL, l0 + 4) + WqeLayout::kRemoteAddr, 8, lwq},
-                 {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
+  for (int i = 0; i < 3; ++i) {
+    c->push_back(chain::WaitWr(i == 0 ? rcq_ : lcq_));  // C0, C2, C4
+    c->push_back(chain::EnableWr(l_));                  // C1, C3, C5
+  }
+  c->push_back(chain::NopWr());  // C6
+  c->push_back(chain::NopWr());  // C7
+  rr->sg_list = {{ta_addr(s), 8, skey}, {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
 }
 
 void Chain::BuildNotify(uint32_t s, std::vector<SendWr>* r) const {
@@ -448,13 +447,15 @@ void Chain::BuildMappedStore(uint32_t s, std::vector<SendWr>* l, std::vector<Sen
                          Wqe(kL, l0 + 1) + WqeLayout::SegAddr(0), lwq);
   m1.wr_id = tag | 1;
   l->push_back(m1);
-  // M2: store the page in place (staging -> page).
+  // M2: store the page in place (staging -> page). Fenced: its local address
+  // is M1's result.
   SendWr m2;
   m2.wr_id = tag | 2;
   m2.opcode = Opcode::kRead;
   m2.sg_list = {{0 /* <- M1 */, static_cast<uint32_t>(kPageBytes), mn_->pool_mr()->lkey()}};
   m2.remote_addr = staging_addr(s);
   m2.rkey = staging_mr_->rkey();
+  m2.flags = fabric::kSignaled | fabric::kFence;  // after M1 landed, whatever C's counts
   l->push_back(m2);
   // L2: release the notification once M2 completed.
   SendWr en = chain::EnableWr(r_);
@@ -494,9 +495,12 @@ void Chain::BuildInvalidate(uint32_t s, std::vector<SendWr>* l, std::vector<Send
   SendWr v3 =
       AtomicRead(0 /* <- V1 */, cn_->mr->rkey(), Wqe(kL, l0 + 3) + WqeLayout::kRemoteAddr, lwq);
   v3.wr_id = tag | 3;
+  v3.flags = fabric::kSignaled | fabric::kFence;  // after V1 landed in it
   l->push_back(v3);
   // V4: the check: the entry must name a pool page (0 fails the bounds check).
-  l->push_back(read(4, 0 /* <- V3 */, mn_->pool_mr()->rkey(), chk_addr(s), scratch_mr_->lkey()));
+  SendWr v4 = read(4, 0 /* <- V3 */, mn_->pool_mr()->rkey(), chk_addr(s), scratch_mr_->lkey());
+  v4.flags = fabric::kSignaled | fabric::kFence;  // after V3 landed in it
+  l->push_back(v4);
   // V5: claim the tail element, only after the check passed.
   SendWr f = chain::RingAdvanceWr(mn_->tail_addr(), meta_key, mn_->layout().BoundaryMask(),
                                   faa_addr(s), scratch_mr_->lkey(), tag | 5);
@@ -515,6 +519,7 @@ void Chain::BuildInvalidate(uint32_t s, std::vector<SendWr>* l, std::vector<Send
   v7.sg_list = {{mn_->zero_addr(), 8, mn_->meta_mr()->lkey()}};
   v7.remote_addr = 0;  // <- V2
   v7.rkey = cn_->mr->rkey();
+  v7.flags = fabric::kSignaled | fabric::kFence;  // after V6 landed in V8 (V2 long before)
   l->push_back(v7);
   // V8: enqueue: *old_tail = page address (V4's remote address field, BE).
   SendWr v8;
@@ -636,7 +641,7 @@ uint64_t Chain::DequeuedElement(uint32_t slot) const {
     throw std::logic_error("odrp chain: DequeuedElement of a non-dequeuing chain");
   }
   uint8_t be[8];
-  const uint64_t u7 = uint64_t{slot % geo_.slots} * geo_.l_wrs + 6;
+  const uint64_t u7 = uint64_t{slot % geo_.slots} * geo_.l_wrs + 9;
   mn_->node()->memory().Read(Wqe(kL, u7) + WqeLayout::SegAddr(0), be, 8);
   return fabric::LoadBe64(be);
 }

@@ -39,8 +39,12 @@
 //               CN's buffer), R0.imm (seq); re-arm values -> instance n-2
 //   C0  WAIT rcq >= n+1                      (the request has landed)
 //   C1  SEND_ENABLE L -> (n+1)*2
-//   L0  READ 8 B of the TT entry (rkey tt[c]) -> R0.sge[0].addr
-//                                            (the page address, BE)
+//   L0  FETCH_ADD 0 on the TT entry (rkey tt[c]) -> R0.sge[0].addr (the
+//       page address, BE): a READ that refuses a misaligned tt_addr
+//       (atomics must be 8-byte aligned: REM_INV_REQ, L goes to ERR; an
+//       8-byte READ at tt_base + 8k + 1 would hand R0 entry k shifted left
+//       by 8 bits, which can name another CN's page) and, by tt[c]'s bounds,
+//       one outside the CN's table (REM_ACCESS_ERR)
 //   L1  SEND_ENABLE R -> (n+1)*4 (FENCE: after L0's data landed)
 //   R0  WRITE_WITH_IMM 4 KB from the page (lkey pool) to the CN's buffer,
 //       imm = seq: the data and the notification in one WR. An unmapped
@@ -55,37 +59,59 @@
 //   left in its WQE, which may since belong to another CN.
 //
 // ---- UnmappedStore(tt_addr, page, seq) ([ODRP] §4.3 "Unmapped page store") ---
-//   RECV   (R)  args -> L4.remote_addr (tt_addr), R0.imm (seq); re-arm values
-//               -> instance n-2; the 4 KB page -> staging[s]
+//   RECV   (R)  args -> ta[s] (tt_addr, MN scratch), R0.imm (seq); re-arm
+//               values -> instance n-2; the 4 KB page -> staging[s]
 //   C0  WAIT rcq >= n+1
-//   C1  SEND_ENABLE L -> 8n+3
+//   C1  SEND_ENABLE L -> 16n+5
 //   L0  U1 masked FAA head += 8 (boundary BoundaryMask) -> faa[s] (LE: the
 //          claimed element's address)
-//   L1  U2 EndianSwap: READ faa[s], 8 reversed 1-byte SGEs -> L3.remote_addr
+//   L1  A1 READ ta[s] -> L6.remote_addr      (tt_addr for CHK)
+//   L2  A2 READ ta[s] -> L7.remote_addr      (tt_addr for U5)
+//          One copy from the CN, copied twice, so the address checked is the
+//          address written (as Invalidate's V1, V2).
+//   L3  U2 EndianSwap: READ faa[s], 8 reversed 1-byte SGEs -> L5.remote_addr
 //          (FENCE: after U1's result landed; it reads data, not a WQE)
-//   L2  U3 EndianSwap: READ faa[s] the same way -> L5.remote_addr
-//   C2  WAIT lcq >= 7n+2                     (U2 landed in L3)
-//   C3  SEND_ENABLE L -> 8n+4
-//   L3  U4 READ the element (the free page's address, BE) -> L6.sge[0].addr
-//   C4  WAIT lcq >= 7n+4                     (U4 landed in L6; U3 in L5)
-//   C5  SEND_ENABLE L -> 8(n+1)
-//   L4  U5 WRITE L6.sge[0].addr (8 B, read out of L's own WQE) -> the TT
-//          entry (rkey tt[c]): map the page
-//   L5  U6 WRITE 8 zero bytes -> the element (empty-queue detection)
-//   L6  U7 READ staging[s] (4 KB) into the page (lkey pool): store. A
+//   L4  U3 EndianSwap: READ faa[s] the same way -> L8.remote_addr (after U1:
+//          it follows the fenced U2)
+//   C2  WAIT lcq >= 10n+4                    (U1, A1, A2, U2 landed)
+//   C3  SEND_ENABLE L -> 16n+7
+//   L5  U4 READ the element (the free page's address, BE) -> L9.sge[0].addr
+//          (FENCE: after U2 landed in its remote address, and U3)
+//   L6  CHK FETCH_ADD 0 on the TT entry (rkey tt[c]) -> chk[s] (FENCE: after
+//          U4 landed; A1 landed long before). Refuses a misaligned tt_addr
+//          (REM_INV_REQ) or one outside the CN's table (REM_ACCESS_ERR): L
+//          goes to ERR and U5..U7 never run. Without it U5's 8-byte WRITE at
+//          tt_base + 8k + 1 stored the page address shifted right by 8 bits
+//          in entry k, which can name another CN's page (chains_test
+//          AMisalignedUnmappedStoreCannotForgeAnEntryToAnotherCnsPage).
+//   C4  WAIT lcq >= 10n+7                    (U3, U4, CHK landed)
+//   C5  SEND_ENABLE L -> 16(n+1)
+//   L7  U5 WRITE L9.sge[0].addr (8 B, read out of L's own WQE) -> the TT
+//          entry (rkey tt[c]): map the page (FENCE: after CHK passed and U4
+//          landed in the field it sends)
+//   L8  U6 WRITE 8 zero bytes -> the element (empty-queue detection)
+//   L9  U7 READ staging[s] (4 KB) into the page (lkey pool): store. A
 //          null page address (empty queue) fails the local check: L goes to
-//          ERR and everything after it, L7 included, is flushed.
-//   L7  SEND_ENABLE R -> 4(n+1) (FENCE: after U4 and U7 completed)
+//          ERR and everything after it, L10 included, is flushed.
+//   L10 SEND_ENABLE R -> 4(n+1) (FENCE: after U4..U7 completed)
+//   L11..L15 NOP (padding)
 //   R0  WRITE_WITH_IMM of 0 bytes, imm = seq: the notification
 //   R1  WAIT rscq >= n+1
 //   R2  SEND_ENABLE C -> 8(n+2)
 //   R3  NOP
 //   C6, C7 NOP (padding)
+//   A refused request (CHK) or an empty queue (U7) faults L after U1 claimed
+//   a position and U4 read its element (both fenced before the fault), so
+//   the MN's repair (odrp.h "Empty queue") reads this request's claim
+//   (ClaimedPosition, DequeuedElement). After a CHK refusal the element is
+//   still in its slot (U6 never ran) and RingRepair moves it back.
 //   The page lands with a loopback READ (staging -> page) rather than a
-//   WRITE so that the FENCE on L7 orders the notification after it; that
-//   saves the WAIT a WRITE would need and keeps L at 8 WQEs. U5 and U6 are
-//   WRITEs the FENCE does not cover; on the loopback QP their responder
-//   faults (moving L to ERR) when they arrive, long before U7 completes.
+//   WRITE so that the FENCE on L10 orders the notification after it; U5 and
+//   U6 are WRITEs that FENCE does not cover; the loopback responder executes
+//   in order, and U7's READ response follows them.
+//   Cost of the check (sim, 1 thread, `dmbench micro alloc`): 12.2 -> 13.5
+//   us per allocation (0.7 us of it CHK's FENCE, the rest A1, A2 and the
+//   NOPs of the 16-WQE instance).
 //
 // ---- MappedStore(tt_addr, page, seq) ([ODRP] §4.3 "Mapped page store") -------
 //   RECV   (R)  args -> L0.remote_addr (tt_addr), R0.imm (seq); re-arm values
@@ -98,9 +124,10 @@
 //   C2  WAIT lcq >= 2n+1                     (M1 landed in L1)
 //   C3  SEND_ENABLE L -> 4(n+1)
 //   L1  M2 READ staging[s] (4 KB) into the page (lkey pool): the store, in
-//          place. An unmapped entry (0) gives a null local address: the
-//          local check fails, L goes to ERR and L2 is flushed (no
-//          notification, nothing written).
+//          place (FENCE: after M1 landed in its local address). An
+//          unmapped entry (0) gives a null local address: the local check
+//          fails, L goes to ERR and L2 is flushed (no notification, nothing
+//          written).
 //   L2  SEND_ENABLE R -> 4(n+1) (FENCE: after M2 completed)
 //   L3  NOP (padding)
 //   R0..R3 as Unmapped Store (notification; WAIT rscq; ENABLE C -> 4(n+2)).
@@ -121,12 +148,14 @@
 //   C3  SEND_ENABLE L -> 16n+3
 //   L2  V3 FETCH_ADD 0 on the TT entry (rkey tt[c]) -> L3.remote_addr (the
 //          page address, BE); a misaligned tt_addr fails here, as in M1
+//          (FENCE: after V1 landed in its remote address)
 //   C4  WAIT lcq >= 9n+3                     (V3 landed in L3)
 //   C5  SEND_ENABLE L -> 16n+6
 //   L3  V4 the check ([ODRP] §4.5.2): READ 8 B AT the page (rkey pool) ->
 //          chk[s]. An unmapped entry (0), or anything that is not a pool
 //          address, fails the responder's bounds check (REM_ACCESS_ERR): L
-//          goes to ERR before anything was changed. (Figure 2's CAS-on-opcode
+//          goes to ERR before anything was changed (FENCE: after V3 landed
+//          in its remote address). (Figure 2's CAS-on-opcode
 //          needs remote atomic access to a WQ; the pool MR's bounds check is
 //          the same null-address fault Load and the stores rely on.)
 //   L4  V5 masked FAA tail += 8 (BoundaryMask) -> faa[s] (LE: the old tail)
@@ -136,7 +165,8 @@
 //   C7  SEND_ENABLE L -> 16(n+1)
 //   L6  V7 WRITE 8 zero bytes (meta zero word) -> the TT entry: unmap. Before
 //          the page re-enters the queue, so no other CN can be handed a page
-//          this CN still has mapped.
+//          this CN still has mapped (FENCE: after V6 landed in V8's remote
+//          address; V2 landed before V3).
 //   L7  V8 WRITE L3.remote_addr (8 B, read out of L's own WQE: the page
 //          address, BE) -> the old tail element (rkey meta): enqueue
 //   L8  V9 READ the meta zero word -> chk[s]: orders L9 after V7 and V8 (the
@@ -147,6 +177,25 @@
 //   R0..R3 as Unmapped Store (notification; WAIT rscq; ENABLE C -> 8(n+2)).
 //   A refused invalidation is a chain fault like an unmapped Load: no reply,
 //   the CN times out; ring, tail and TT are untouched.
+//
+// ---- Ordering of results (issue 13 audit) ----------------------------------------
+// Every L step that consumes an earlier L step's result (a scratch word an
+// FAA/READ wrote, or a WQE field a READ rewrote) is ordered by the RNIC: a
+// FENCE on it, or on an earlier step of the same SQ (U3, CHK's A1, U6, U7,
+// V7's V2, V8), never only by C's WAIT/ENABLE values, which come from the CN
+// (RearmValues): a CN that raises an ENABLE index or lowers a WAIT count
+// makes C release the step early, and the FENCE still holds it. In the
+// honest run C's WAIT already waited for those completions, so these FENCEs
+// cost nothing (M2, U4, U5, V3, V4, V7). The sim fetches a WQE when it
+// executes it, after its FENCE; a real RNIC that prefetches WQEs relies on
+// the ENABLE as well ([ODRP] footnote 1).
+// Open (not ordered by the RNIC, not fixable by a FENCE: the producer is on
+// another QP): C0's WAIT on rcq (L's first steps consume the RECV's
+// arguments), Load's L1 and the stores' last ENABLE of R (R0 consumes L's
+// result, and an index raised by a whole instance makes R run the next
+// instance's R0 on the page address a request one lap earlier left in it),
+// R2's ENABLE of C. These are the "control values from the CN replay
+// nothing stale" item of issue 13.
 //
 // ---- Notification ------------------------------------------------------------
 // WRITE_WITH_IMM (not the paper's flag WRITE): the CN awaits a CQE instead of
@@ -167,9 +216,9 @@
 // the doorbell when a SEND arrives, so the consumed RECVs count as posted
 // again (the RECV WQEs themselves never change).
 // C's next instance is enabled by R's tail (R2), after R0 was acknowledged, so
-// a chain stops cleanly when it faults: an L fault flushes L7 (R0 never runs),
-// an R fault (bad entry, CN gone) flushes R1/R2 (C never runs again), and no
-// instance runs on stale arguments. (WAITs count flush completions too, so
+// a chain stops cleanly when it faults: an L fault flushes L's ENABLE of R
+// (R0 never runs), an R fault (bad entry, CN gone) flushes R1/R2 (C never
+// runs again), and no instance runs on stale arguments. (WAITs count flush completions too, so
 // gating C's next instance on counts alone would not stop it.)
 //
 // ---- Faults ----------------------------------------------------------------------
@@ -180,10 +229,9 @@
 // the MN CPU (RingRepair, odrp.h "Empty queue").
 //
 // ---- Not written yet ---------------------------------------------------------------
-// Misaligned tt_addr on Load and Unmapped Store ([ODRP] §4.5.2; Mapped Store
-// and Invalidate refuse it with their FETCH_ADD-0 entry read; Load's L0 and
-// Unmapped Store's U5 still take any address inside the CN's table; the
-// MemoryManager's CN side only ever sends aligned ones), per-CN budgets.
+// Per-CN budgets. (Misaligned and out-of-table tt_addr are refused on every
+// chain by an 8-byte atomic on the entry: Load L0, Unmapped Store CHK, Mapped
+// Store M1, Invalidate V3; [ODRP] §4.5.2.)
 #pragma once
 
 #include <cstdint>
@@ -320,8 +368,8 @@ class Chain {
   // ---- Recovery (MN CPU, control path only) ----
   // Moves R, L and C to ERR (those not there yet): the chain runs nothing more.
   void Stop();
-  // Unmapped Store instance `slot` after its request faulted at U7 (or
-  // anywhere after U4 landed, which the C4 WAIT guarantees for U5..U7): the
+  // Unmapped Store instance `slot` after its request faulted at CHK or U7
+  // (both run only after U4 landed: CHK's FENCE, U5's FENCE): the
   // ring position its dequeue claimed (faa[slot], host LE) and the element
   // the dequeue read there (U4's landing in U7's local address field, BE,
   // returned as a value; 0: the free page queue was empty).

@@ -137,6 +137,76 @@ class OdrpChainTest : public SimFixture {
     }
     return st;
   }
+  // Raw chain requests (the CN's own ChainClients, no SwapClient bitmap or
+  // address check): what a malicious CN can send.
+  Status RawLoad(Cn* c, uint64_t tt) {
+    c->node->memory().Fill(c->dst(), 0xee, kPageBytes);
+    Status st;
+    cluster_->RunToCompletion([](Cn* c, uint64_t tt, Status* out) -> Task<void> {
+      *out = co_await c->load->Load(tt, c->dst(), c->mr->rkey(), kTimeout);
+    }(c, tt, &st));
+    return st;
+  }
+  Status RawStore(Cn* c, ChainKind kind, uint64_t tt, const std::vector<uint8_t>& page) {
+    c->node->memory().Write(c->src(), page.data(), page.size());
+    Status st;
+    ChainClient* cl = kind == ChainKind::kUnmappedStore ? c->store.get() : c->mstore.get();
+    cluster_->RunToCompletion(
+        [](Cn* c, ChainClient* cl, ChainKind kind, uint64_t tt, Status* out) -> Task<void> {
+          if (kind == ChainKind::kUnmappedStore) {  // (gcc 12: no co_await inside ?:)
+            *out = co_await cl->UnmappedStore(tt, c->src(), c->mr->lkey(), kTimeout);
+          } else {
+            *out = co_await cl->MappedStore(tt, c->src(), c->mr->lkey(), kTimeout);
+          }
+        }(c, cl, kind, tt, &st));
+    return st;
+  }
+  Status RawInvalidate(Cn* c, uint64_t tt) {
+    Status st;
+    cluster_->RunToCompletion([](Cn* c, uint64_t tt, Status* out) -> Task<void> {
+      *out = co_await c->inval->Invalidate(tt, kTimeout);
+    }(c, tt, &st));
+    return st;
+  }
+  // Replaces CN c's chain of `kind` (e.g. one a refused request faulted) by a
+  // fresh one with a fresh client, as OdrpMnSide::RebuildChain does.
+  void Fresh(Cn* c, ChainKind kind) {
+    std::unique_ptr<Chain>* chain = kind == ChainKind::kLoad            ? &c->load_chain
+                                    : kind == ChainKind::kUnmappedStore ? &c->store_chain
+                                    : kind == ChainKind::kMappedStore   ? &c->mstore_chain
+                                                                        : &c->inval_chain;
+    std::unique_ptr<ChainClient>* client = kind == ChainKind::kLoad            ? &c->load
+                                           : kind == ChainKind::kUnmappedStore ? &c->store
+                                           : kind == ChainKind::kMappedStore   ? &c->mstore
+                                                                               : &c->inval;
+    const uint64_t hdr = c->buf + 128 * static_cast<uint64_t>(kind);
+    graveyard_.push_back(std::move(*chain));
+    old_clients_.push_back(std::move(*client));  // c->swap still names it: use Raw*
+    cluster_->RunToCompletion(
+        [](OdrpMn* mn, Cn* c, ChainKind kind, std::unique_ptr<Chain>* out) -> Task<void> {
+          *out = co_await Chain::Create(mn, c->table, kind, kSlots);
+        }(odrp_.get(), c, kind, chain));
+    *client = std::make_unique<ChainClient>(c->node, c->pd, &cluster_->runtime(),
+                                            (*chain)->geometry(), c->mr, hdr);
+    cluster_->Connect((*client)->qp(), (*chain)->cn_qp());
+    cluster_->RunToCompletion([](Chain* ch) -> Task<void> { co_await ch->Arm(); }(chain->get()));
+  }
+  // The instance that served a chain's last request.
+  static uint32_t LastSlot(const Chain& ch) {
+    return static_cast<uint32_t>((ch.requests_taken() - 1) % ch.geometry().slots);
+  }
+  // Head, tail, every ring element and the first `entries` TT entries of
+  // every CN.
+  std::vector<uint64_t> Snapshot(uint64_t entries = 64) {
+    std::vector<uint64_t> s = {odrp_->LoadHead(), odrp_->LoadTail()};
+    for (uint64_t i = 0; i < odrp_->layout().ring_slots; ++i) s.push_back(odrp_->LoadElement(i));
+    for (const auto& c : cns_) {
+      for (uint64_t i = 0; i < entries; ++i) {
+        s.push_back(odrp_->LoadTtEntry(c->table->cn, i * kPageBytes));
+      }
+    }
+    return s;
+  }
   // The ring element at `addr` (an absolute element address), BE-decoded.
   uint64_t ElementAt(uint64_t addr) { return odrp_->LoadElement((addr - odrp_->ring_addr()) / 8); }
   std::vector<uint8_t> MnPage(uint64_t addr) {
@@ -149,6 +219,8 @@ class OdrpChainTest : public SimFixture {
   Node* mn_ = nullptr;
   std::unique_ptr<OdrpMn> odrp_;
   std::vector<std::unique_ptr<Cn>> cns_;
+  std::vector<std::unique_ptr<Chain>> graveyard_;  // replaced chains (their QPs stay in ERR)
+  std::vector<std::unique_ptr<ChainClient>> old_clients_;
   Ps cpu_after_setup_ = 0;
 };
 
@@ -578,6 +650,148 @@ TEST_F(OdrpChainTest, StoreInvalidateCyclesRecycleChainsAndPages) {
   for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(odrp_->LoadElement(i), odrp_->page_addr(i));
   for (uint64_t i = 0; i < 64; ++i) EXPECT_EQ(odrp_->LoadTtEntry(0, i * kPageBytes), 0u);
   EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_) << "recycling used no MN CPU";
+}
+
+// Issue 13 attack, end to end. Page addresses are stored BIG-ENDIAN, so an
+// 8-byte write one byte into an entry stores the page address shifted right
+// by 8 bits: with the pool at 0x1000 and 256 pages, page 255 (0x100000) lands
+// as 0x1000, the victim's page 0. Before the fix the attacker's Unmapped
+// Store at tt_base + 8k + 1 forged entry k -> the victim's page, then loaded,
+// overwrote and freed it through its own (aligned) entry k.
+TEST_F(OdrpChainTest, AMisalignedUnmappedStoreCannotForgeAnEntryToAnotherCnsPage) {
+  Build(/*pages=*/256, /*cns=*/2, /*swap_pages=*/512);
+  Cn* victim = cn(0);
+  Cn* attacker = cn(1);
+  const uint64_t v_page = odrp_->page_addr(0);
+  const uint64_t bait = v_page << 8;  // the page whose address, shifted, reads as v_page
+  ASSERT_EQ((bait - odrp_->page_addr(0)) % kPageBytes, 0u);
+  const uint64_t bait_index = (bait - odrp_->page_addr(0)) / kPageBytes;
+  ASSERT_LT(bait_index, 256u) << "the pool must hold the bait page";
+  ASSERT_TRUE(Store(victim, 0, Pattern(1)).ok());
+  ASSERT_EQ(odrp_->LoadTtEntry(0, 0), v_page);
+  // The attacker takes every page up to the bait (legitimately).
+  for (uint64_t i = 1; i < bait_index; ++i) {
+    ASSERT_TRUE(Store(attacker, i * kPageBytes, Pattern(2)).ok()) << i;
+  }
+  ASSERT_EQ(odrp_->LoadElement(bait_index), bait) << "the next dequeue takes the bait";
+  const uint64_t k = 300;  // an unmapped entry of the attacker's own table
+  const uint64_t entry = attacker->table->tt_base + k * kTtEntryBytes;
+  const uint64_t head = odrp_->LoadHead();
+  const Status st = RawStore(attacker, ChainKind::kUnmappedStore, entry + 1, Pattern(3));
+  EXPECT_FALSE(st.ok()) << "a misaligned tt_addr was accepted";
+  EXPECT_EQ(odrp_->LoadTtEntry(1, k * kPageBytes), 0u) << "forged entry " << k;
+  EXPECT_EQ(odrp_->LoadTtEntry(1, (k + 1) * kPageBytes), 0u);
+  EXPECT_EQ(attacker->store_chain->worker_qp()->state(), QpState::kErr) << "the RNIC refused it";
+  // Refused after the dequeue claimed the bait: the MN's repair
+  // (OdrpMnSide::RecoverDequeue) reads the claimed position and the element,
+  // both of this request, and the element is still in its slot to move back.
+  EXPECT_EQ(attacker->store_chain->ClaimedPosition(LastSlot(*attacker->store_chain)), head);
+  EXPECT_EQ(attacker->store_chain->DequeuedElement(LastSlot(*attacker->store_chain)), bait);
+  EXPECT_EQ(odrp_->LoadElement(bait_index), bait) << "the claimed page is not lost";
+  EXPECT_EQ(MnPage(bait), std::vector<uint8_t>(kPageBytes, 0)) << "nothing stored in it";
+  // Load, overwrite and free the victim's page through entry k.
+  EXPECT_FALSE(RawLoad(attacker, entry).ok());
+  std::vector<uint8_t> got(kPageBytes);
+  attacker->node->memory().Read(attacker->dst(), got.data(), kPageBytes);
+  EXPECT_NE(got, Pattern(1)) << "the victim's page leaked";
+  EXPECT_FALSE(RawStore(attacker, ChainKind::kMappedStore, entry, Pattern(4)).ok());
+  EXPECT_FALSE(RawInvalidate(attacker, entry).ok());
+  sim().Run();
+  EXPECT_EQ(odrp_->LoadTtEntry(0, 0), v_page);
+  EXPECT_EQ(MnPage(v_page), Pattern(1)) << "the victim's page was overwritten";
+  for (uint64_t i = 0; i < odrp_->layout().ring_slots; ++i) {
+    EXPECT_NE(odrp_->LoadElement(i), v_page) << "the victim's page was freed into slot " << i;
+  }
+  std::vector<uint8_t> mine;
+  ASSERT_TRUE(Load(victim, 0, &mine).ok());
+  EXPECT_EQ(mine, Pattern(1));
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_);
+}
+
+// A Load one byte into an entry reads that entry shifted left by 8 bits:
+// the attacker's page 0 (0x1000) reads as page 255 (0x100000), the victim's.
+TEST_F(OdrpChainTest, AMisalignedLoadCannotReadAnotherCnsPage) {
+  Build(/*pages=*/256, /*cns=*/2, /*swap_pages=*/512);
+  Cn* attacker = cn(0);
+  Cn* victim = cn(1);
+  ASSERT_TRUE(Store(attacker, 0, Pattern(5)).ok());
+  const uint64_t secret = odrp_->LoadTtEntry(0, 0) << 8;
+  uint64_t at = 0;
+  for (uint64_t i = 0; i < 255 && at == 0; ++i) {
+    ASSERT_TRUE(Store(victim, i * kPageBytes, Pattern(6)).ok()) << i;
+    if (odrp_->LoadTtEntry(1, i * kPageBytes) == secret) at = i * kPageBytes;
+  }
+  ASSERT_NE(at, 0u) << "the victim holds the page the shifted read names";
+  EXPECT_FALSE(RawLoad(attacker, attacker->table->tt_base + 1).ok());
+  std::vector<uint8_t> got(kPageBytes);
+  attacker->node->memory().Read(attacker->dst(), got.data(), kPageBytes);
+  EXPECT_NE(got, Pattern(6)) << "the victim's page leaked";
+  EXPECT_EQ(attacker->load_chain->worker_qp()->state(), QpState::kErr)
+      << "the TT read itself must refuse the address";
+}
+
+// Every chain refuses a misaligned tt_addr and one outside the CN's table (past
+// its end, straddling its end, before it, in another CN's table) on the
+// RNIC, changing nothing; a fresh chain then serves the CN again.
+TEST_F(OdrpChainTest, EveryChainRefusesMisalignedAndOutOfTableAddresses) {
+  Build(/*pages=*/16, /*cns=*/2, /*swap_pages=*/16);
+  Cn* c = cn(0);
+  ASSERT_TRUE(Store(c, 0, Pattern(120)).ok());
+  ASSERT_TRUE(Store(c, kPageBytes, Pattern(121)).ok());
+  ASSERT_TRUE(Store(cn(1), 0, Pattern(122)).ok());
+  const uint64_t base = c->table->tt_base, end = base + 16 * kTtEntryBytes;
+  const std::vector<uint64_t> bad = {base + 4,
+                                     base + 1,
+                                     base + 7,
+                                     end,
+                                     end - 4,
+                                     base - 8,
+                                     TtEntryAddr(cn(1)->table->tt_base, 0),
+                                     ~uint64_t{7}};
+  const std::vector<uint8_t> p0 = MnPage(odrp_->page_addr(0)), p1 = MnPage(odrp_->page_addr(1));
+  for (ChainKind kind : {ChainKind::kLoad, ChainKind::kUnmappedStore, ChainKind::kMappedStore,
+                         ChainKind::kInvalidate}) {
+    for (uint64_t tt : bad) {
+      SCOPED_TRACE(std::string(ChainKindName(kind)) + " tt_addr " + std::to_string(tt) + " (base " +
+                   std::to_string(base) + ")");
+      const std::vector<uint64_t> before = Snapshot(16);
+      Status st;
+      if (kind == ChainKind::kLoad) {
+        st = RawLoad(c, tt);
+      } else if (kind == ChainKind::kInvalidate) {
+        st = RawInvalidate(c, tt);
+      } else {
+        st = RawStore(c, kind, tt, Pattern(123));
+      }
+      sim().Run();
+      EXPECT_EQ(st.code(), Code::kLaneBroken) << st.ToString();
+      Chain* ch = kind == ChainKind::kLoad            ? c->load_chain.get()
+                  : kind == ChainKind::kUnmappedStore ? c->store_chain.get()
+                  : kind == ChainKind::kMappedStore   ? c->mstore_chain.get()
+                                                      : c->inval_chain.get();
+      EXPECT_EQ(ch->worker_qp()->state(), QpState::kErr) << "refused by the entry's first step";
+      EXPECT_NE(ch->cn_qp()->state(), QpState::kErr) << "nothing was sent to the CN";
+      std::vector<uint64_t> after = Snapshot(16);
+      if (kind == ChainKind::kUnmappedStore) {
+        // The dequeue ran before the refusal (the MN's repair moves the
+        // claimed page back); its element is still in place.
+        const uint64_t slot = (before[0] - odrp_->ring_addr()) / kElementBytes;
+        EXPECT_EQ(after[0], odrp_->layout().Advance(before[0], 1));
+        EXPECT_EQ(ch->ClaimedPosition(LastSlot(*ch)), before[0]);
+        EXPECT_EQ(ch->DequeuedElement(LastSlot(*ch)), odrp_->LoadElement(slot));
+        after[0] = before[0];
+      }
+      EXPECT_EQ(after, before) << "ring, head, tail and TTs unchanged";
+      EXPECT_EQ(MnPage(odrp_->page_addr(0)), p0);
+      EXPECT_EQ(MnPage(odrp_->page_addr(1)), p1);
+      Fresh(c, kind);
+    }
+  }
+  ASSERT_TRUE(RawLoad(c, TtEntryAddr(base, kPageBytes)).ok());
+  std::vector<uint8_t> got(kPageBytes);
+  c->node->memory().Read(c->dst(), got.data(), kPageBytes);
+  EXPECT_EQ(got, Pattern(121));
+  EXPECT_EQ(MnPage(odrp_->LoadTtEntry(1, 0)), Pattern(122));
 }
 
 }  // namespace

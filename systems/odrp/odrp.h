@@ -46,14 +46,17 @@
 // last free page faults at U7 on the null page address, after advancing the
 // head past the claimed position p. The MN tells it from any other fault by
 // what the dequeue READ (U4) landed in U7's WQE: 0 means the queue was empty
-// (the C4 WAIT makes U4 land before U5..U7 run, so for a chain whose L faulted
-// the field is the last request's element). p is faa[s] of the chain scratch.
-// The MN CPU adds p to RingRepair's dead positions (also when the element was
-// not 0: a page claimed by a faulted dequeue sits behind the head and must be
-// moved back), sweeps, and the CN's Alloc returns kOutOfMemory. The CN then
-// remembers the MN was empty: its next Allocs first ask the MN (control path)
-// to sweep and say whether the head holds a page, until it does. While the
-// CN has not seen the queue empty, Alloc never touches the MN CPU.
+// (CHK's and U5's FENCEs make U4 land before CHK, U5..U7 run, so for a chain
+// whose L faulted the field is the last request's element). A request whose
+// tt_addr CHK refused (misaligned, outside the CN's table) takes the same path:
+// its claimed element is still in its slot and is moved back. p is faa[s] of
+// the chain scratch. The MN CPU adds p to RingRepair's dead positions (also
+// when the element was not 0: a page claimed by a faulted dequeue sits behind
+// the head and must be moved back), sweeps, and the CN's Alloc returns
+// kOutOfMemory. The CN then remembers the MN was empty: its next Allocs first
+// ask the MN (control path) to sweep and say whether the head holds a page,
+// until it does. While the CN has not seen the queue empty, Alloc never touches
+// the MN CPU.
 //
 // Crash. ReclaimCn stops the CN's chains, returns every page mapped in its TT
 // to the free page queue (RingRepair::Enqueue: masked FAA on the tail through
