@@ -72,7 +72,11 @@
 //   L3  U2 EndianSwap: READ faa[s], 8 reversed 1-byte SGEs -> L5.remote_addr
 //          (FENCE: after U1's result landed; it reads data, not a WQE)
 //   L4  U3 EndianSwap: READ faa[s] the same way -> L8.remote_addr (after U1:
-//          it follows the fenced U2)
+//          it follows the fenced U2). ODRP's Figure 6 has one EndianSwap
+//          here; we need two because U4 (read the element) and U6 (zero it)
+//          both take the element's address and a READ scatters each source
+//          byte to one place only. U3 issues right behind U2 (one PU slot),
+//          not as a dependent step.
 //   C2  WAIT lcq >= 10n+4                    (U1, A1, A2, U2 landed)
 //   C3  SEND_ENABLE L -> 16n+7
 //   L5  U4 READ the element (the free page's address, BE) -> L9.sge[0].addr

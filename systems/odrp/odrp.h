@@ -22,6 +22,11 @@
 // Any fault of a lane's Load or Mapped Store chain moves Lane.qp to ERR, so
 // Lane::broken() tells the lane needs RecoverLane, which rebuilds every
 // faulted chain of the lane.
+// Unlike ODRP §4.4 (one connection per chain type per CN, requests pipelined
+// through it), chains here are per lane and carry one request at a time: 24
+// threads put ~289 offloading QPs on the MN (the offload penalty then slows
+// every MN WR). Pipelining them as the OneSidedMW allocation chain's lanes
+// do is open work (issue 13).
 //
 // Refusals. The chains refuse by faulting (chains.h "Faults"): an unmapped
 // entry, a tt_addr outside the CN's own TT (another CN's chunk) or an empty
