@@ -57,6 +57,35 @@ QueueAudit Audit(Metadata& md) {
   return a;
 }
 
+// A CN's own management pair driven byte by byte (attack tests): an access
+// group with two lanes, and a 16 KB buffer for its raw clients (the
+// allocation client's slots at +0, the free client's at +8 KB).
+struct RawCn {
+  Testbed* tb = nullptr;
+  CnSide* cn = nullptr;
+  AccessGroup* g = nullptr;
+  fabric::Node* node = nullptr;
+  uint64_t buf = 0;
+  fabric::Mr* mr = nullptr;
+  std::unique_ptr<AllocClient> NewAlloc(uint32_t instances, uint32_t lanes) const {
+    return std::make_unique<AllocClient>(node, g->mr()->pd(), &tb->runtime(), mr, buf, 3, instances,
+                                         lanes);
+  }
+  std::unique_ptr<FreeClient> NewFree(uint32_t instances) const {
+    return std::make_unique<FreeClient>(node, g->mr()->pd(), &tb->runtime(), mr, buf + 8192,
+                                        node->CreateCq(64, true), instances, 3);
+  }
+};
+Task<void> OpenRaw(Testbed& tb, uint32_t cn, RawCn* r) {
+  r->tb = &tb;
+  r->cn = &tb.cn(cn);
+  r->g = co_await r->cn->OpenGroup(2, 1 << 16);
+  r->node = r->cn->node();
+  r->buf = r->node->memory().Alloc(1 << 14, 4096);
+  r->mr = co_await r->node->RegMr(r->g->mr()->pd(), r->buf, 1 << 14,
+                                  fabric::kLocalWrite | fabric::kRemoteWrite);
+}
+
 // Snapshot of what a refused operation must not change.
 struct Snapshot {
   uint64_t head = 0, tail = 0;
@@ -253,17 +282,16 @@ TEST(OneSidedMw, APreAuthorizedFreeNeverReleasesAnotherCnsEntry) {
     *victim = v.value;
     tb.cn(0).node()->memory().Fill((*vg)->buffer_addr(), 0x77, 64);
     CO_ASSERT_OK(co_await tb.cn(0).Write((*vg)->lane(0), *victim, 0, 64, (*vg)->buffer_addr()));
-    CnSide& a = tb.cn(1);
-    AccessGroup* ag = co_await a.OpenGroup(2, 1 << 16);
-    fabric::Node* n = a.node();
-    const uint64_t buf = n->memory().Alloc(1 << 14, 4096);
-    fabric::Mr* mr =
-        co_await n->RegMr(ag->mr()->pd(), buf, 1 << 14, fabric::kLocalWrite | fabric::kRemoteWrite);
+    RawCn raw;
+    co_await OpenRaw(tb, 1, &raw);
+    CnSide& a = *raw.cn;
+    AccessGroup* ag = raw.g;
+    fabric::Node* n = raw.node;
+    const uint64_t buf = raw.buf;
+    fabric::Mr* mr = raw.mr;
     constexpr uint32_t kK = kPreAuthK, kLanes = kPreAuthLanes;
-    auto ac =
-        std::make_unique<AllocClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf, 3, kK, kLanes);
-    auto fc = std::make_unique<FreeClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf + 8192,
-                                           n->CreateCq(64, true), kK, 3);
+    auto ac = raw.NewAlloc(kK, kLanes);
+    auto fc = raw.NewFree(kK);
     const uint32_t pair = co_await mn.OpenPair(1, ac->qp(), fc->qp());
     const std::vector<uint32_t> qpns = {ag->lane(0).mn_qpn, ag->lane(1).mn_qpn};
     auto own = co_await ac->Allocate(qpns, 300 * kPsPerUs);
@@ -282,16 +310,14 @@ TEST(OneSidedMw, APreAuthorizedFreeNeverReleasesAnotherCnsEntry) {
     (void)co_await fc->Free(victim->id, 300 * kPsPerUs);
     CO_ASSERT_OK(first);
     // The CN side of a refused free: fresh clients, the MN renews both chains.
-    ac = std::make_unique<AllocClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf, 3, kK, kLanes);
-    fc = std::make_unique<FreeClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf + 8192,
-                                      n->CreateCq(64, true), kK, 3);
+    ac = raw.NewAlloc(kK, kLanes);
+    fc = raw.NewFree(kK);
     co_await mn.RenewFree(pair, fc->qp(), ac->qp(), {});
     // Drain the queue, looking for the victim's chunk.
     for (; *tries < 300; ++*tries) {
       auto g = co_await ac->Allocate(qpns, 300 * kPsPerUs);
       if (!g.ok()) {
-        ac =
-            std::make_unique<AllocClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf, 3, kK, kLanes);
+        ac = raw.NewAlloc(kK, kLanes);
         if (!(co_await mn.RenewAlloc(pair, ac->qp())).ok() &&
             tb.mm().mn().stats().chunks_in_use >= 255) {
           break;
@@ -342,22 +368,23 @@ TEST(OneSidedMw, ACrashInTheMiddleOfAFreeLosesNoEntry) {
   OsmwMn& mn = Mn(tb);
   int rounds = 0;
   tb.Run([](Testbed& tb, OsmwMn& mn, int* rounds) -> Task<void> {
-    CnSide& a = tb.cn(1);
-    AccessGroup* ag = co_await a.OpenGroup(2, 1 << 16);
-    fabric::Node* n = a.node();
-    const uint64_t buf = n->memory().Alloc(1 << 14, 4096);
-    fabric::Mr* mr =
-        co_await n->RegMr(ag->mr()->pd(), buf, 1 << 14, fabric::kLocalWrite | fabric::kRemoteWrite);
+    RawCn raw;
+    co_await OpenRaw(tb, 1, &raw);
+    CnSide& a = *raw.cn;
+    AccessGroup* ag = raw.g;
+    fabric::Node* n = raw.node;
+    const uint64_t buf = raw.buf;
+    fabric::Mr* mr = raw.mr;
     const std::vector<uint32_t> qpns = {ag->lane(0).mn_qpn, ag->lane(1).mn_qpn};
     for (Ps at = 0; at < 30 * kPsPerUs; at += kPsPerUs / 2, ++*rounds) {
-      AllocClient ac(n, ag->mr()->pd(), &tb.runtime(), mr, buf, 3, 16, 4);
-      FreeClient fc(n, ag->mr()->pd(), &tb.runtime(), mr, buf + 8192, n->CreateCq(64, true), 16, 3);
-      (void)co_await mn.OpenPair(1, ac.qp(), fc.qp());
-      auto g = co_await ac.Allocate(qpns, 300 * kPsPerUs);
+      auto ac = raw.NewAlloc(16, 4);
+      auto fc = raw.NewFree(16);
+      (void)co_await mn.OpenPair(1, ac->qp(), fc->qp());
+      auto g = co_await ac->Allocate(qpns, 300 * kPsPerUs);
       CO_ASSERT_OK(g.status);
       tb.runtime().Spawn([](FreeClient* fc, uint64_t h) -> Task<void> {
         (void)co_await fc->Free(h, 300 * kPsPerUs);
-      }(&fc, g.value.handle));
+      }(fc.get(), g.value.handle));
       co_await tb.runtime().SleepFor(at);
       (void)co_await mn.ReclaimCn(1);                  // the CN crashed `at` after sending its free
       co_await tb.runtime().SleepFor(400 * kPsPerUs);  // its client gives up
@@ -382,19 +409,18 @@ TEST(OneSidedMw, BogusFreesEarnNoBudget) {
   OsmwMn& mn = Mn(tb);
   int got = 0;
   tb.Run([](Testbed& tb, OsmwMn& mn, int* got) -> Task<void> {
-    CnSide& a = tb.cn(0);
-    AccessGroup* ag = co_await a.OpenGroup(2, 1 << 16);
-    fabric::Node* n = a.node();
-    const uint64_t buf = n->memory().Alloc(1 << 14, 4096);
-    fabric::Mr* mr =
-        co_await n->RegMr(ag->mr()->pd(), buf, 1 << 14, fabric::kLocalWrite | fabric::kRemoteWrite);
+    RawCn raw;
+    co_await OpenRaw(tb, 0, &raw);
+    CnSide& a = *raw.cn;
+    AccessGroup* ag = raw.g;
+    fabric::Node* n = raw.node;
+    const uint64_t buf = raw.buf;
+    fabric::Mr* mr = raw.mr;
     std::vector<std::unique_ptr<AllocClient>> acs;
     std::vector<std::unique_ptr<FreeClient>> fcs;
     for (int i = 0; i < 30; ++i) {
-      acs.push_back(
-          std::make_unique<AllocClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf, 3, 32, 4));
-      fcs.push_back(std::make_unique<FreeClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf + 8192,
-                                                 n->CreateCq(64, true), 32, 3));
+      acs.push_back(raw.NewAlloc(32, 4));
+      fcs.push_back(raw.NewFree(32));
       (void)co_await mn.OpenPair(0, acs.back()->qp(), fcs.back()->qp());
       (void)co_await fcs.back()->Free(0, 50 * kPsPerUs);  // names no entry: refused
     }
@@ -599,19 +625,18 @@ void WrongControlValuesReplayNothing(uint32_t lanes) {
       CO_ASSERT_OK(co_await tb.cn(0).Write((*hg)->lane(0), r.value, 0, 64, (*hg)->buffer_addr()));
     }
     // The attacker: a raw pair it drives itself.
-    CnSide& a = tb.cn(1);
-    AccessGroup* ag = co_await a.OpenGroup(2, 1 << 16);
-    fabric::Node* n = a.node();
-    const uint64_t buf = n->memory().Alloc(1 << 14, 4096);
-    fabric::Mr* mr =
-        co_await n->RegMr(ag->mr()->pd(), buf, 1 << 14, fabric::kLocalWrite | fabric::kRemoteWrite);
+    RawCn raw;
+    co_await OpenRaw(tb, 1, &raw);
+    CnSide& a = *raw.cn;
+    AccessGroup* ag = raw.g;
+    fabric::Node* n = raw.node;
+    const uint64_t buf = raw.buf;
+    fabric::Mr* mr = raw.mr;
     std::vector<uint32_t> qpns = {ag->lane(0).mn_qpn, ag->lane(1).mn_qpn};
     const uint64_t fbuf = buf + 8192;  // past the alloc client's slots
     for (int round = 0; round < 6; ++round) {
-      auto ac =
-          std::make_unique<AllocClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf, 3, k, lanes);
-      auto fc = std::make_unique<FreeClient>(n, ag->mr()->pd(), &tb.runtime(), mr, fbuf,
-                                             n->CreateCq(64, true), k, 3);
+      auto ac = raw.NewAlloc(k, lanes);
+      auto fc = raw.NewFree(k);
       const uint32_t pair = co_await mn.OpenPair(1, ac->qp(), fc->qp());
       // Honest rounds first, so every instance holds last round's values.
       for (uint32_t i = 0; i < k + 1; ++i) {
@@ -663,10 +688,8 @@ void WrongControlValuesReplayNothing(uint32_t lanes) {
       send(fc->qp(), c2, out + 512);
       send(fc->qp(), r2, out + 768);
       co_await tb.runtime().SleepFor(500 * kPsPerUs);
-      auto ac2 =
-          std::make_unique<AllocClient>(n, ag->mr()->pd(), &tb.runtime(), mr, buf, 3, k, lanes);
-      auto fc2 = std::make_unique<FreeClient>(n, ag->mr()->pd(), &tb.runtime(), mr, fbuf,
-                                              n->CreateCq(64, true), k, 3);
+      auto ac2 = raw.NewAlloc(k, lanes);
+      auto fc2 = raw.NewFree(k);
       co_await mn.RenewFree(pair, fc2->qp(), ac2->qp(), {});
       // Every claim the replayed chain made is a genuine one, owned by the
       // attacker and counted by the budget monitor (none here): it may have
@@ -730,23 +753,24 @@ TEST(OneSidedMw, AnEarlyEnableNeverReadsTheClaimBeforeItLands) {
   OsmwMn& mn = Mn(tb);
   int rounds = 0;
   tb.Run([](Testbed& tb, OsmwMn& mn, int* rounds) -> Task<void> {
-    CnSide& a = tb.cn(0);
-    AccessGroup* ag = co_await a.OpenGroup(2, 1 << 16);
-    fabric::Node* n = a.node();
-    const uint64_t buf = n->memory().Alloc(1 << 14, 4096);
-    fabric::Mr* mr =
-        co_await n->RegMr(ag->mr()->pd(), buf, 1 << 14, fabric::kLocalWrite | fabric::kRemoteWrite);
-    AllocClient ac(n, ag->mr()->pd(), &tb.runtime(), mr, buf, 3, kK, kLanes);
-    FreeClient fc(n, ag->mr()->pd(), &tb.runtime(), mr, buf + 8192, n->CreateCq(64, true), kK, 3);
-    (void)co_await mn.OpenPair(0, ac.qp(), fc.qp());
-    ac.set_tamper([](uint32_t, std::vector<uint64_t>* v) { (*v)[2] = (*v)[4]; });
+    RawCn raw;
+    co_await OpenRaw(tb, 0, &raw);
+    CnSide& a = *raw.cn;
+    AccessGroup* ag = raw.g;
+    fabric::Node* n = raw.node;
+    const uint64_t buf = raw.buf;
+    fabric::Mr* mr = raw.mr;
+    auto ac = raw.NewAlloc(kK, kLanes);
+    auto fc = raw.NewFree(kK);
+    (void)co_await mn.OpenPair(0, ac->qp(), fc->qp());
+    ac->set_tamper([](uint32_t, std::vector<uint64_t>* v) { (*v)[2] = (*v)[4]; });
     const std::vector<uint32_t> qpns = {ag->lane(0).mn_qpn, ag->lane(1).mn_qpn};
     std::set<uint64_t> held;
     for (; *rounds < 200; ++*rounds) {
-      auto g = co_await ac.Allocate(qpns, 300 * kPsPerUs);
+      auto g = co_await ac->Allocate(qpns, 300 * kPsPerUs);
       if (!g.ok()) break;  // a stale element may have been an empty one
       EXPECT_TRUE(held.insert(g.value.handle).second) << "granted twice";
-      CO_ASSERT_OK(co_await fc.Free(g.value.handle, 300 * kPsPerUs));
+      CO_ASSERT_OK(co_await fc->Free(g.value.handle, 300 * kPsPerUs));
       held.erase(g.value.handle);
     }
   }(tb, mn, &rounds));
