@@ -287,8 +287,6 @@ TEST(OneSidedMw, APreAuthorizedFreeNeverReleasesAnotherCnsEntry) {
     CnSide& a = *raw.cn;
     AccessGroup* ag = raw.g;
     fabric::Node* n = raw.node;
-    const uint64_t buf = raw.buf;
-    fabric::Mr* mr = raw.mr;
     constexpr uint32_t kK = kPreAuthK, kLanes = kPreAuthLanes;
     auto ac = raw.NewAlloc(kK, kLanes);
     auto fc = raw.NewFree(kK);
@@ -370,11 +368,7 @@ TEST(OneSidedMw, ACrashInTheMiddleOfAFreeLosesNoEntry) {
   tb.Run([](Testbed& tb, OsmwMn& mn, int* rounds) -> Task<void> {
     RawCn raw;
     co_await OpenRaw(tb, 1, &raw);
-    CnSide& a = *raw.cn;
     AccessGroup* ag = raw.g;
-    fabric::Node* n = raw.node;
-    const uint64_t buf = raw.buf;
-    fabric::Mr* mr = raw.mr;
     const std::vector<uint32_t> qpns = {ag->lane(0).mn_qpn, ag->lane(1).mn_qpn};
     for (Ps at = 0; at < 30 * kPsPerUs; at += kPsPerUs / 2, ++*rounds) {
       auto ac = raw.NewAlloc(16, 4);
@@ -411,11 +405,7 @@ TEST(OneSidedMw, BogusFreesEarnNoBudget) {
   tb.Run([](Testbed& tb, OsmwMn& mn, int* got) -> Task<void> {
     RawCn raw;
     co_await OpenRaw(tb, 0, &raw);
-    CnSide& a = *raw.cn;
     AccessGroup* ag = raw.g;
-    fabric::Node* n = raw.node;
-    const uint64_t buf = raw.buf;
-    fabric::Mr* mr = raw.mr;
     std::vector<std::unique_ptr<AllocClient>> acs;
     std::vector<std::unique_ptr<FreeClient>> fcs;
     for (int i = 0; i < 30; ++i) {
@@ -627,13 +617,11 @@ void WrongControlValuesReplayNothing(uint32_t lanes) {
     // The attacker: a raw pair it drives itself.
     RawCn raw;
     co_await OpenRaw(tb, 1, &raw);
-    CnSide& a = *raw.cn;
     AccessGroup* ag = raw.g;
     fabric::Node* n = raw.node;
     const uint64_t buf = raw.buf;
     fabric::Mr* mr = raw.mr;
     std::vector<uint32_t> qpns = {ag->lane(0).mn_qpn, ag->lane(1).mn_qpn};
-    const uint64_t fbuf = buf + 8192;  // past the alloc client's slots
     for (int round = 0; round < 6; ++round) {
       auto ac = raw.NewAlloc(k, lanes);
       auto fc = raw.NewFree(k);
@@ -755,11 +743,7 @@ TEST(OneSidedMw, AnEarlyEnableNeverReadsTheClaimBeforeItLands) {
   tb.Run([](Testbed& tb, OsmwMn& mn, int* rounds) -> Task<void> {
     RawCn raw;
     co_await OpenRaw(tb, 0, &raw);
-    CnSide& a = *raw.cn;
     AccessGroup* ag = raw.g;
-    fabric::Node* n = raw.node;
-    const uint64_t buf = raw.buf;
-    fabric::Mr* mr = raw.mr;
     auto ac = raw.NewAlloc(kK, kLanes);
     auto fc = raw.NewFree(kK);
     (void)co_await mn.OpenPair(0, ac->qp(), fc->qp());
