@@ -87,13 +87,30 @@ std::vector<std::string> SplitWords(const std::string& line) {
 
 namespace {
 
-// The CN index in `word`, or -1 when it is not a decimal number below 2^20.
+// The CN index (or QP number) in `word`, or -1 when it is not a decimal
+// number of at most 8 digits (QP numbers are 24-bit).
 int64_t CnWord(const std::string& word) {
-  if (word.empty() || word.size() > 7) return -1;
+  if (word.empty() || word.size() > 8) return -1;
   for (char c : word) {
     if (c < '0' || c > '9') return -1;
   }
   return std::stoll(word);
+}
+
+// `connect <cn> <qpn> <addr>` by a connection that owns `cn`: the QP must be
+// a lane this connection created for `cn` and has not connected yet, so no
+// connection connects another's lane (or any other QP of the MN).
+std::string AuthorizeConnect(const std::vector<std::string>& w, const ConnRights& rights,
+                             uint32_t cn) {
+  if (w.size() != 4) return "err malformed 'connect': expected connect <cn> <qpn> <qp address>";
+  const int64_t qpn = CnWord(w[2]);
+  if (qpn < 0) return "err malformed 'connect': QP number '" + w[2] + "' is not a number";
+  const auto it = rights.lanes.find(static_cast<uint32_t>(qpn));
+  if (it == rights.lanes.end() || it->second != cn) {
+    return "err QP " + w[2] + " is no unconnected lane this connection created for CN " +
+           std::to_string(cn);
+  }
+  return "";
 }
 
 }  // namespace
@@ -112,7 +129,7 @@ std::string Authorize(const std::vector<std::string>& w, const ConnRights& right
              std::to_string(rights.base) + ".." + std::to_string(rights.base + rights.count - 1) +
              ")";
     }
-    return "";
+    return op == "connect" ? AuthorizeConnect(w, rights, static_cast<uint32_t>(cn)) : "";
   }
   if (op == "reclaim" || op == "shutdown") {
     const size_t at = op == "reclaim" ? 2 : 1;

@@ -14,9 +14,11 @@
 //
 // Who may ask what (Authorize): a connection acts only as the CN indexes its
 // own `hello` was given (lane, connect); another CN's index is refused, so
-// one CN process cannot act as another. Declaring a CN crashed (reclaim)
-// and stopping the daemon (shutdown) are the operator's: they carry the
-// token the daemon prints at start and writes beside its --port-file
+// one CN process cannot act as another. `connect` connects only a lane QP
+// this connection's own `lane` created for that CN and has not connected
+// yet, so no connection takes over another's lane or any other MN QP. Declaring a CN crashed
+// (reclaim) and stopping the daemon (shutdown) are the operator's: they carry the token the daemon
+// prints at start and writes beside its --port-file
 // (<port-file>.token, mode 0600), which CN processes are not given.
 #pragma once
 
@@ -46,6 +48,9 @@ std::string KnobsWord(const std::map<std::string, std::string>& knobs);
 struct ConnRights {
   uint32_t base = 0;
   uint32_t count = 0;  // 0: no hello yet
+  // MN lane QPs this connection's `lane` created and `connect` has not yet
+  // connected: QPN -> the CN index they were created for.
+  std::map<uint32_t, uint32_t> lanes = {};
   bool Owns(uint32_t cn) const { return cn >= base && cn - base < count; }
 };
 // "" when the connection with `rights` may send the request `w` (split

@@ -78,7 +78,7 @@ TEST(Bootstrap, AConnectionActsOnlyAsItsOwnCnsAndOnlyTheOperatorReclaims) {
   const std::string token = NewOperatorToken();
   ASSERT_EQ(token.size(), 32u);
   EXPECT_NE(token, NewOperatorToken());
-  const ConnRights cn0 = {0, 1}, cn23 = {2, 2}, none;
+  const ConnRights cn0 = {0, 1}, cn23 = {2, 2, {{17, 2}}}, none;
   auto err = [&](const std::string& line, const ConnRights& r) {
     return Authorize(SplitWords(line), r, token);
   };
@@ -104,6 +104,25 @@ TEST(Bootstrap, AConnectionActsOnlyAsItsOwnCnsAndOnlyTheOperatorReclaims) {
       << "no token configured: nobody may";
   EXPECT_EQ(err("stats", none), "");
   EXPECT_EQ(err("", none), "err empty request");
+}
+
+// Attack: a CN process names its own CN index but another connection's lane
+// QP, still unconnected between that CN's `lane` and `connect`, and points it
+// at a QP of its own: the victim's lane would be the attacker's. `connect`
+// only connects a lane QP this connection created for that same CN.
+TEST(Bootstrap, ConnectOnlyConnectsALaneThisConnectionCreatedForThatCn) {
+  ConnRights attacker = {0, 2};
+  attacker.lanes = {{40, 0}};  // lane 0 -> MN QP 40
+  auto err = [&](const std::string& line) { return Authorize(SplitWords(line), attacker, "tok"); };
+  EXPECT_EQ(err("connect 0 40 abc"), "");
+  // QP 41 is the victim connection's lane (CN 2): refused under the
+  // attacker's own CN index.
+  EXPECT_NE(err("connect 0 41 abc").find("QP 41 is no unconnected lane this connection created"),
+            std::string::npos)
+      << err("connect 0 41 abc");
+  EXPECT_NE(err("connect 1 40 abc").find("for CN 1"), std::string::npos);  // its QP, other CN
+  EXPECT_NE(err("connect 0 4x abc").find("QP number '4x' is not a number"), std::string::npos);
+  EXPECT_NE(err("connect 0 40").find("malformed"), std::string::npos);
 }
 
 }  // namespace

@@ -151,7 +151,9 @@ class Daemon {
           ToHex(mm_->mn().Published()) + " " + std::to_string(base);
     }
     if (op == "lane" && w.size() == 2) {
-      fabric::Qp* qp = mm_->mn().CreateLaneQp(CnIndex(w[1]));
+      const uint32_t cn = CnIndex(w[1]);
+      fabric::Qp* qp = mm_->mn().CreateLaneQp(cn);
+      rights->lanes[qp->qp_num()] = cn;  // only this connection may connect it
       co_return "ok " + std::to_string(qp->qp_num());
     }
     if (op == "connect" && w.size() == 4) {
@@ -162,6 +164,7 @@ class Daemon {
       }
       cluster_.ConnectTo(qp, DecodeQp(w[3]));
       mm_->mn().LaneConnected(cn, qp);
+      rights->lanes.erase(qp->qp_num());
       co_return "ok";
     }
     if (op == "stats" && w.size() == 1) {
