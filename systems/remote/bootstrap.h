@@ -16,10 +16,11 @@
 // own `hello` was given (lane, connect); another CN's index is refused, so
 // one CN process cannot act as another. `connect` connects only a lane QP
 // this connection's own `lane` created for that CN and has not connected
-// yet, so no connection takes over another's lane or any other MN QP. Declaring a CN crashed
-// (reclaim) and stopping the daemon (shutdown) are the operator's: they carry the token the daemon
-// prints at start and writes beside its --port-file
-// (<port-file>.token, mode 0600), which CN processes are not given.
+// yet, so no connection takes over another's lane or any other MN QP.
+// Declaring a CN crashed (reclaim) and stopping the daemon (shutdown) are
+// the operator's: they carry the token the daemon prints at start and writes
+// beside its --port-file (<port-file>.token, mode 0600), which CN processes
+// are not given.
 #pragma once
 
 #include <cstdint>
