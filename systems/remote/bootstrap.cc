@@ -113,6 +113,14 @@ std::string AuthorizeConnect(const std::vector<std::string>& w, const ConnRights
   return "";
 }
 
+// Compares in time independent of where the words differ.
+bool SameToken(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
 }  // namespace
 
 std::string Authorize(const std::vector<std::string>& w, const ConnRights& rights,
@@ -136,7 +144,7 @@ std::string Authorize(const std::vector<std::string>& w, const ConnRights& right
     if (op == "reclaim" && (w.size() < 2 || CnWord(w[1]) < 0)) {
       return "err malformed 'reclaim': expected reclaim <cn_index> <operator token>";
     }
-    if (w.size() != at + 1 || token.empty() || w[at] != token) {
+    if (w.size() != at + 1 || token.empty() || !SameToken(w[at], token)) {
       return "err '" + op +
              "' is the operator's: it needs the token the daemon printed at start (also in "
              "<port-file>.token)";

@@ -74,7 +74,9 @@ class Daemon {
       // are not given it), written before the port file so whoever waits for
       // the port finds it.
       const std::string tok = opts_.port_file + ".token";
-      const int fd = open(tok.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      // A fresh file (O_EXCL): an old one may carry wider permissions.
+      unlink(tok.c_str());
+      const int fd = open(tok.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
       if (fd < 0 || write(fd, (token_ + "\n").data(), token_.size() + 1) < 0) {
         throw std::runtime_error("cannot write the operator token to " + tok + ": " +
                                  strerror(errno));
