@@ -35,17 +35,27 @@
 // ENABLE index below is written in.
 //
 // ---- Load(tt_addr, dst, rkey, seq) -> page ([ODRP] §4.3 "Page load") ---------
-//   RECV   (R)  args -> L0.remote_addr (tt_addr), R0.remote_addr+rkey (the
+//   RECV   (R)  args -> L1.remote_addr (tt_addr), R0.remote_addr+rkey (the
 //               CN's buffer), R0.imm (seq); re-arm values -> instance n-2
 //   C0  WAIT rcq >= n+1                      (the request has landed)
-//   C1  SEND_ENABLE L -> (n+1)*2
-//   L0  FETCH_ADD 0 on the TT entry (rkey tt[c]) -> R0.sge[0].addr (the
+//   C1  SEND_ENABLE L -> (n+1)*4
+//   L0  Z   READ the meta zero word -> R0(n-1).sge[0].addr: clears the page
+//           address the previous instance's R0 sent. An ENABLE of R that
+//           the CN raised (L2's index is a re-arm value) runs R0s whose L1
+//           has not run this lap; they find 0 and fault (LOC_PROT_ERR)
+//           instead of sending a page an earlier request loaded, which the
+//           CN may have freed since and another CN may hold (chains_test
+//           ARaisedEnableNeverMakesLoadSendAStalePage). Every R0 but
+//           instance n's was cleared by an earlier Z: L executes in order,
+//           and only L's own L2s enable R.
+//   L1  FETCH_ADD 0 on the TT entry (rkey tt[c]) -> R0.sge[0].addr (the
 //       page address, BE): a READ that refuses a misaligned tt_addr
 //       (atomics must be 8-byte aligned: REM_INV_REQ, L goes to ERR; an
 //       8-byte READ at tt_base + 8k + 1 would hand R0 entry k shifted left
 //       by 8 bits, which can name another CN's page) and, by tt[c]'s bounds,
 //       one outside the CN's table (REM_ACCESS_ERR)
-//   L1  SEND_ENABLE R -> (n+1)*4 (FENCE: after L0's data landed)
+//   L2  SEND_ENABLE R -> (n+1)*4 (FENCE: after Z and L1 landed)
+//   L3  NOP (padding)
 //   R0  WRITE_WITH_IMM 4 KB from the page (lkey pool) to the CN's buffer,
 //       imm = seq: the data and the notification in one WR. An unmapped
 //       entry (0) gives a null local address: LOC_PROT_ERR, R goes to ERR,
@@ -54,9 +64,13 @@
 //   R2  SEND_ENABLE C -> (n+2)*2             (C's next instance)
 //   R3  NOP (padding)
 //   R0 is enabled from L (not by a WAIT on lcq, which flush completions
-//   satisfy too): a faulted L0 (a tt_addr outside the CN's table) flushes L1,
+//   satisfy too): a faulted L1 (a tt_addr outside the CN's table) flushes L2,
 //   so R0 never sends the page address an earlier request of this instance
 //   left in its WQE, which may since belong to another CN.
+//   Cost of Z (sim, `dmbench micro access --system odrp`, 4 KB read): two
+//   WRs more per request (Z and the NOP that pads L to 4), 6.09 -> 6.35 us
+//   at 1 thread, 36.4 -> 47.5 us at 24 threads (0.66 -> 0.51 Mops: the MN's
+//   WR processing bounds it, and a Load went from 8 to 10 WRs).
 //
 // ---- UnmappedStore(tt_addr, page, seq) ([ODRP] §4.3 "Unmapped page store") ---
 //   RECV   (R)  args -> ta[s] (tt_addr, MN scratch), R0.imm (seq); re-arm
@@ -338,8 +352,11 @@ uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n);
 //   Invalidate:    tt_addr u64 | seq u32 | re-arm u64 x 11 | doorbell u32 (104 B)
 // seq = low 32 bits of n (the reply's imm).
 uint32_t HeaderBytes(ChainKind kind);
+// `rearm`: the re-arm values to send (default: RearmValues for request
+// n - 2 + slots, what an honest CN sends).
 std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t tt_addr,
-                                  uint64_t dst_addr = 0, uint32_t dst_rkey = 0);
+                                  uint64_t dst_addr = 0, uint32_t dst_rkey = 0,
+                                  const std::vector<uint64_t>* rearm = nullptr);
 
 // One chain of one CN on the MN.
 class Chain {
@@ -433,6 +450,11 @@ class ChainClient {
   // only slow: wait another `timeout`. Without it the CN gives up at once.
   using LivenessCheck = std::function<Task<bool>()>;
   void SetLivenessCheck(LivenessCheck check) { alive_ = std::move(check); }
+  // Attack tests: a malicious CN's edit of the re-arm values request `n`
+  // carries (those of the instance serving request n - 2 + slots, in
+  // RearmValues order).
+  using Tamper = std::function<void(uint64_t n, std::vector<uint64_t>* values)>;
+  void set_tamper(Tamper t) { tamper_ = std::move(t); }
 
   // Load chain: the page behind tt_addr lands in [dst_addr, +4 KB), which
   // `dst_rkey` must allow the MN to write.
@@ -458,6 +480,8 @@ class ChainClient {
                              LivenessCheck alive);
   // Posts the RECV for the reply and the SEND, awaits the reply.
   Task<Status> Invoke(std::vector<fabric::Sge> payload, uint32_t expect_bytes, Ps timeout);
+  // The header of request next_ (re-arm values edited by tamper_, if set).
+  std::vector<uint8_t> Header(uint64_t tt_addr, uint64_t dst_addr = 0, uint32_t dst_rkey = 0) const;
   // Writes the header of request next_ and sends it (and the page, if any).
   Task<Status> SendHeader(ChainKind kind, uint64_t tt_addr, uint64_t src_addr, uint32_t src_lkey,
                           Ps timeout);
@@ -474,6 +498,7 @@ class ChainClient {
   bool busy_ = false;  // a request is in flight
   bool timed_out_ = false;
   LivenessCheck alive_;
+  Tamper tamper_;
 };
 
 // The CN's frontswap-style backend ([ODRP] §4.4): computes tt_addr from the
