@@ -836,5 +836,49 @@ TEST_F(OdrpChainTest, ARaisedEnableNeverMakesLoadSendAStalePage) {
   EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_);
 }
 
+// Issue 13 ordering audit, every chain: a CN opens every gate of C after C0
+// in the re-arm values it sends (each ENABLE of L covers the whole instance,
+// each WAIT on lcq waits for nothing), so L runs each instance straight
+// through and only the RNIC's FENCEs order a step after the earlier step
+// whose result it consumes (U2, U4, CHK, U5; M2; V3, V4, V6, V7). Without
+// them a step reads the WQE field or scratch word an earlier lap left: a
+// store maps or writes a stale page, an invalidation frees one.
+TEST_F(OdrpChainTest, OpenGatesNeverMakeAStepConsumeAStaleResult) {
+  Build(4);
+  Cn* c = cn(0);
+  auto open_gates = [](uint32_t c_values) {
+    return [c_values](uint64_t, std::vector<uint64_t>* v) {
+      for (uint32_t i = 1; i + 1 < c_values; ++i) {
+        (*v)[i] = i % 2 == 1 ? (*v)[c_values - 1] : 0;  // ENABLE L: all; WAIT lcq: none
+      }
+    };
+  };
+  c->store->set_tamper(open_gates(6));   // C0..C5
+  c->mstore->set_tamper(open_gates(4));  // C0..C3
+  c->inval->set_tamper(open_gates(8));   // C0..C7
+  const MnLayout& lay = odrp_->layout();
+  constexpr uint32_t kCycles = 3 * kSlots + 1;
+  for (uint32_t i = 0; i < kCycles; ++i) {
+    SCOPED_TRACE("cycle " + std::to_string(i));
+    const uint64_t swap = (i % 3) * kPageBytes;
+    const uint64_t page = odrp_->page_addr(i % 4);
+    ASSERT_TRUE(Store(c, swap, Pattern(400 + i)).ok());
+    ASSERT_EQ(odrp_->LoadTtEntry(0, swap), page);
+    ASSERT_EQ(odrp_->LoadHead(), lay.Advance(odrp_->ring_addr(), i + 1));
+    ASSERT_EQ(MnPage(page), Pattern(400 + i));
+    ASSERT_TRUE(Store(c, swap, Pattern(500 + i)).ok());
+    ASSERT_EQ(MnPage(page), Pattern(500 + i));
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(Load(c, swap, &got).ok());
+    ASSERT_EQ(got, Pattern(500 + i));
+    ASSERT_TRUE(Invalidate(c, swap).ok());
+    ASSERT_EQ(odrp_->LoadTtEntry(0, swap), 0u);
+    ASSERT_EQ(odrp_->LoadTail(), lay.Advance(odrp_->ring_addr(), 4 + i + 1));
+    ASSERT_EQ(odrp_->LoadElement(i % 4), page);
+  }
+  for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(odrp_->LoadElement(i), odrp_->page_addr(i));
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_);
+}
+
 }  // namespace
 }  // namespace dmb::systems::odrp
