@@ -200,16 +200,30 @@
 // (RearmValues): a CN that raises an ENABLE index or lowers a WAIT count
 // makes C release the step early, and the FENCE still holds it. In the
 // honest run C's WAIT already waited for those completions, so these FENCEs
-// cost nothing (M2, U4, U5, V3, V4, V7). The sim fetches a WQE when it
-// executes it, after its FENCE; a real RNIC that prefetches WQEs relies on
-// the ENABLE as well ([ODRP] footnote 1).
-// Open (not ordered by the RNIC, not fixable by a FENCE: the producer is on
-// another QP): C0's WAIT on rcq (L's first steps consume the RECV's
-// arguments), Load's L1 and the stores' last ENABLE of R (R0 consumes L's
-// result, and an index raised by a whole instance makes R run the next
-// instance's R0 on the page address a request one lap earlier left in it),
-// R2's ENABLE of C. These are the "control values from the CN replay
-// nothing stale" item of issue 13.
+// cost nothing (M2, U4, U5, V3, V4, V7; chains_test
+// OpenGatesNeverMakeAStepConsumeAStaleResult fails without them). The sim
+// fetches a WQE when it executes it, after its FENCE; a real RNIC that
+// prefetches WQEs relies on the ENABLE as well ([ODRP] footnote 1).
+// Across QPs (no FENCE reaches from one SQ to another):
+//   Load R0 <- L1 (the page address): released by L2's ENABLE of R, whose
+//     index is a re-arm value. Closed by Z: an R0 whose L1 has not run this
+//     lap holds 0 and faults (ARaisedEnableNeverMakesLoadSendAStalePage).
+//   Stores' and Invalidate's R0 <- L: a 0-byte notification that consumes
+//     no L result; released early it only tells the CN its own request is
+//     done before it is.
+//   L's first steps <- the RECV (C0's WAIT on rcq, a re-arm value): L run
+//     early takes the arguments of this instance's previous request, which
+//     the same CN sent and every chain re-checks (the atomic entry reads,
+//     V4): the CN replays its own earlier request.
+//   Open: Unmapped Store's A1/A2 and Invalidate's V1/V2 copy ta[s] by two
+//     READs. If a CN that lowered C0's count got its RECV to land between
+//     the two, the entry checked (CHK, V3/V4) and the entry written (U5,
+//     V7) would differ. A sweep of send delays (0-4 us, lowered C0) did not
+//     produce it in the sim; one fix is a fenced snapshot of ta[s] (one
+//     READ into a second scratch word both copies read), which fits in the
+//     NOP padding of both chains. Not done: no failing test yet.
+//   R2's ENABLE of C: C's next instance gates only on counts; a raised
+//     index runs C ahead, which is the "L run early" case above.
 //
 // ---- Notification ------------------------------------------------------------
 // WRITE_WITH_IMM (not the paper's flag WRITE): the CN awaits a CQE instead of
