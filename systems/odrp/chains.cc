@@ -62,7 +62,7 @@ struct Target {
 std::vector<Target> RearmTargets(ChainKind kind) {
   switch (kind) {
     case ChainKind::kLoad:
-      return {{2, 0}, {2, 1}, {0, 1}, {1, 1}, {1, 2}};
+      return {{2, 0}, {2, 1}, {0, 2}, {1, 1}, {1, 2}};
     case ChainKind::kUnmappedStore:
       return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {0, 10}, {1, 1}, {1, 2}};
     case ChainKind::kMappedStore:
@@ -108,7 +108,7 @@ ChainGeometry ChainGeometry::For(ChainKind kind, uint32_t slots) {
   g.slots = slots;
   switch (kind) {
     case ChainKind::kLoad:
-      g.l_wrs = 2, g.r_wrs = 4, g.c_wrs = 2;
+      g.l_wrs = 4, g.r_wrs = 4, g.c_wrs = 2;
       break;
     case ChainKind::kUnmappedStore:
       g.l_wrs = 16, g.r_wrs = 4, g.c_wrs = 8;
@@ -128,8 +128,8 @@ std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m) {
   if (kind == ChainKind::kLoad) {
     return {
         m + 1,              // C0 WAIT rcq: request m landed
-        (m + 1) * g.l_wrs,  // C1 ENABLE L0, L1
-        (m + 1) * g.r_wrs,  // L1 ENABLE R0..R3 (after L0 landed)
+        (m + 1) * g.l_wrs,  // C1 ENABLE Z, L1..L3
+        (m + 1) * g.r_wrs,  // L2 ENABLE R0..R3 (after Z, L1 landed)
         m + 1,              // R1 WAIT rscq: R0 acknowledged
         (m + 2) * g.c_wrs,  // R2 ENABLE C's next instance
     };
@@ -186,7 +186,8 @@ uint32_t HeaderBytes(ChainKind kind) {
 }
 
 std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t tt_addr,
-                                  uint64_t dst_addr, uint32_t dst_rkey) {
+                                  uint64_t dst_addr, uint32_t dst_rkey,
+                                  const std::vector<uint64_t>* rearm) {
   std::vector<uint8_t> out;
   PutBe64(&out, tt_addr);
   if (g.kind == ChainKind::kLoad) {
@@ -195,7 +196,12 @@ std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t t
   }
   PutBe32(&out, static_cast<uint32_t>(n));
   // n - kRearmLag + slots, without underflow (slots >= 4 > kRearmLag).
-  for (uint64_t v : RearmValues(g.kind, n + g.slots - kRearmLag)) PutBe64(&out, v);
+  const std::vector<uint64_t> honest =
+      rearm == nullptr ? RearmValues(g.kind, n + g.slots - kRearmLag) : std::vector<uint64_t>();
+  if (rearm != nullptr && rearm->size() != RearmTargets(g.kind).size()) {
+    throw std::invalid_argument("odrp EncodeHeader: wrong number of re-arm values");
+  }
+  for (uint64_t v : rearm == nullptr ? honest : *rearm) PutBe64(&out, v);
   PutBe32(&out, DoorbellValue(g, n));
   return out;
 }
@@ -325,23 +331,35 @@ Task<std::unique_ptr<Chain>> Chain::Create(OdrpMn* mn, const CnTable* cn, ChainK
 void Chain::BuildLoad(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
                       std::vector<SendWr>* c, RecvWr* rr) const {
   const uint64_t l0 = uint64_t{s} * geo_.l_wrs, r0 = uint64_t{s} * geo_.r_wrs;
-  // L0: the TT entry into R0's local address.
+  const uint64_t r0_prev = uint64_t{(s + geo_.slots - 1) % geo_.slots} * geo_.r_wrs;
+  // L0 (Z): zero the page address the previous instance's R0 sent, so that
+  // no R0 ever runs on an address a finished request left (an early ENABLE
+  // of R finds 0 and faults).
+  SendWr z;
+  z.wr_id = uint64_t{s} << 8 | 0x11;
+  z.opcode = Opcode::kRead;
+  z.remote_addr = mn_->zero_addr();
+  z.rkey = mn_->meta_mr()->rkey();
+  z.sg_list = {{Wqe(kR, r0_prev) + WqeLayout::SegAddr(0), 8, r_->wq_lkey()}};
+  l->push_back(z);
+  // L1: the TT entry into R0's local address.
   // FETCH_ADD 0: a misaligned tt_addr is refused (an 8-byte READ would take
   // half of two entries: a shifted page address, maybe another CN's page).
   SendWr rd = AtomicRead(0 /* <- RECV: tt_addr */, cn_->mr->rkey(),
                          Wqe(kR, r0) + WqeLayout::SegAddr(0), r_->wq_lkey());
   rd.wr_id = uint64_t{s} << 8 | 0x10;
   l->push_back(rd);
-  // L1: release R0 once L0's data landed. A faulted L0 flushes L1, so R0
+  // L2: release R0 once Z and L1 landed. A faulted L1 flushes L2, so R0
   // never runs on the address an earlier request left in its WQE.
   SendWr en = chain::EnableWr(r_);
   en.flags = fabric::kFence;
   l->push_back(en);
+  l->push_back(chain::NopWr());  // L3
   // R0: the page to the CN, with the notification.
   SendWr w;
   w.wr_id = uint64_t{s} << 8 | 0x20;
   w.opcode = Opcode::kWriteWithImm;
-  w.sg_list = {{0 /* <- L0 */, static_cast<uint32_t>(kPageBytes), mn_->pool_mr()->lkey()}};
+  w.sg_list = {{0 /* <- L1 */, static_cast<uint32_t>(kPageBytes), mn_->pool_mr()->lkey()}};
   w.remote_addr = 0;  // <- RECV
   w.rkey = 0;         // <- RECV
   w.imm_data = 0;     // <- RECV (seq)
@@ -351,7 +369,7 @@ void Chain::BuildLoad(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r
   r->push_back(chain::NopWr());        // R3
   c->push_back(chain::WaitWr(rcq_));   // C0
   c->push_back(chain::EnableWr(l_));   // C1
-  rr->sg_list = {{Wqe(kL, l0) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()},
+  rr->sg_list = {{Wqe(kL, l0 + 1) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()},
                  {Wqe(kR, r0) + WqeLayout::kRemoteAddr, 12, r_->wq_lkey()},
                  {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
 }
@@ -737,11 +755,19 @@ Task<Status> ChainClient::Load(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst
     co_return Status(Code::kUnsupported, "odrp: Load on a non-load chain");
   }
   if (busy_) co_return BusyStatus();
-  const std::vector<uint8_t> h = EncodeHeader(geo_, next_, tt_addr, dst_addr, dst_rkey);
+  const std::vector<uint8_t> h = Header(tt_addr, dst_addr, dst_rkey);
   cn_->memory().Write(hdr_, h.data(), h.size());
   std::vector<Sge> payload;  // (gcc: no braced lists in a co_await's arguments)
   payload.push_back({hdr_, static_cast<uint32_t>(h.size()), hdr_mr_->lkey()});
   co_return co_await Invoke(std::move(payload), static_cast<uint32_t>(kPageBytes), timeout);
+}
+
+std::vector<uint8_t> ChainClient::Header(uint64_t tt_addr, uint64_t dst_addr,
+                                         uint32_t dst_rkey) const {
+  if (!tamper_) return EncodeHeader(geo_, next_, tt_addr, dst_addr, dst_rkey);
+  std::vector<uint64_t> v = RearmValues(geo_.kind, next_ + geo_.slots - kRearmLag);
+  tamper_(next_, &v);
+  return EncodeHeader(geo_, next_, tt_addr, dst_addr, dst_rkey, &v);
 }
 
 Task<Status> ChainClient::SendHeader(ChainKind kind, uint64_t tt_addr, uint64_t src_addr,
@@ -751,7 +777,7 @@ Task<Status> ChainClient::SendHeader(ChainKind kind, uint64_t tt_addr, uint64_t 
                                              ChainKindName(geo_.kind) + " chain");
   }
   if (busy_) co_return BusyStatus();
-  const std::vector<uint8_t> h = EncodeHeader(geo_, next_, tt_addr);
+  const std::vector<uint8_t> h = Header(tt_addr);
   cn_->memory().Write(hdr_, h.data(), h.size());
   std::vector<Sge> payload;
   payload.push_back({hdr_, static_cast<uint32_t>(h.size()), hdr_mr_->lkey()});

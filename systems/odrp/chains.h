@@ -35,17 +35,27 @@
 // ENABLE index below is written in.
 //
 // ---- Load(tt_addr, dst, rkey, seq) -> page ([ODRP] §4.3 "Page load") ---------
-//   RECV   (R)  args -> L0.remote_addr (tt_addr), R0.remote_addr+rkey (the
+//   RECV   (R)  args -> L1.remote_addr (tt_addr), R0.remote_addr+rkey (the
 //               CN's buffer), R0.imm (seq); re-arm values -> instance n-2
 //   C0  WAIT rcq >= n+1                      (the request has landed)
-//   C1  SEND_ENABLE L -> (n+1)*2
-//   L0  FETCH_ADD 0 on the TT entry (rkey tt[c]) -> R0.sge[0].addr (the
+//   C1  SEND_ENABLE L -> (n+1)*4
+//   L0  Z   READ the meta zero word -> R0(n-1).sge[0].addr: clears the page
+//           address the previous instance's R0 sent. An ENABLE of R that
+//           the CN raised (L2's index is a re-arm value) runs R0s whose L1
+//           has not run this lap; they find 0 and fault (LOC_PROT_ERR)
+//           instead of sending a page an earlier request loaded, which the
+//           CN may have freed since and another CN may hold (chains_test
+//           ARaisedEnableNeverMakesLoadSendAStalePage). Every R0 but
+//           instance n's was cleared by an earlier Z: L executes in order,
+//           and only L's own L2s enable R.
+//   L1  FETCH_ADD 0 on the TT entry (rkey tt[c]) -> R0.sge[0].addr (the
 //       page address, BE): a READ that refuses a misaligned tt_addr
 //       (atomics must be 8-byte aligned: REM_INV_REQ, L goes to ERR; an
 //       8-byte READ at tt_base + 8k + 1 would hand R0 entry k shifted left
 //       by 8 bits, which can name another CN's page) and, by tt[c]'s bounds,
 //       one outside the CN's table (REM_ACCESS_ERR)
-//   L1  SEND_ENABLE R -> (n+1)*4 (FENCE: after L0's data landed)
+//   L2  SEND_ENABLE R -> (n+1)*4 (FENCE: after Z and L1 landed)
+//   L3  NOP (padding)
 //   R0  WRITE_WITH_IMM 4 KB from the page (lkey pool) to the CN's buffer,
 //       imm = seq: the data and the notification in one WR. An unmapped
 //       entry (0) gives a null local address: LOC_PROT_ERR, R goes to ERR,
@@ -54,9 +64,13 @@
 //   R2  SEND_ENABLE C -> (n+2)*2             (C's next instance)
 //   R3  NOP (padding)
 //   R0 is enabled from L (not by a WAIT on lcq, which flush completions
-//   satisfy too): a faulted L0 (a tt_addr outside the CN's table) flushes L1,
+//   satisfy too): a faulted L1 (a tt_addr outside the CN's table) flushes L2,
 //   so R0 never sends the page address an earlier request of this instance
 //   left in its WQE, which may since belong to another CN.
+//   Cost of Z (sim, `dmbench micro access --system odrp`, 4 KB read): two
+//   WRs more per request (Z and the NOP that pads L to 4), 6.09 -> 6.35 us
+//   at 1 thread, 36.4 -> 47.5 us at 24 threads (0.66 -> 0.51 Mops: the MN's
+//   WR processing bounds it, and a Load went from 8 to 10 WRs).
 //
 // ---- UnmappedStore(tt_addr, page, seq) ([ODRP] §4.3 "Unmapped page store") ---
 //   RECV   (R)  args -> ta[s] (tt_addr, MN scratch), R0.imm (seq); re-arm
@@ -190,16 +204,30 @@
 // (RearmValues): a CN that raises an ENABLE index or lowers a WAIT count
 // makes C release the step early, and the FENCE still holds it. In the
 // honest run C's WAIT already waited for those completions, so these FENCEs
-// cost nothing (M2, U4, U5, V3, V4, V7). The sim fetches a WQE when it
-// executes it, after its FENCE; a real RNIC that prefetches WQEs relies on
-// the ENABLE as well ([ODRP] footnote 1).
-// Open (not ordered by the RNIC, not fixable by a FENCE: the producer is on
-// another QP): C0's WAIT on rcq (L's first steps consume the RECV's
-// arguments), Load's L1 and the stores' last ENABLE of R (R0 consumes L's
-// result, and an index raised by a whole instance makes R run the next
-// instance's R0 on the page address a request one lap earlier left in it),
-// R2's ENABLE of C. These are the "control values from the CN replay
-// nothing stale" item of issue 13.
+// cost nothing (M2, U4, U5, V3, V4, V7; chains_test
+// OpenGatesNeverMakeAStepConsumeAStaleResult fails without them). The sim
+// fetches a WQE when it executes it, after its FENCE; a real RNIC that
+// prefetches WQEs relies on the ENABLE as well ([ODRP] footnote 1).
+// Across QPs (no FENCE reaches from one SQ to another):
+//   Load R0 <- L1 (the page address): released by L2's ENABLE of R, whose
+//     index is a re-arm value. Closed by Z: an R0 whose L1 has not run this
+//     lap holds 0 and faults (ARaisedEnableNeverMakesLoadSendAStalePage).
+//   Stores' and Invalidate's R0 <- L: a 0-byte notification that consumes
+//     no L result; released early it only tells the CN its own request is
+//     done before it is.
+//   L's first steps <- the RECV (C0's WAIT on rcq, a re-arm value): L run
+//     early takes the arguments of this instance's previous request, which
+//     the same CN sent and every chain re-checks (the atomic entry reads,
+//     V4): the CN replays its own earlier request.
+//   Open: Unmapped Store's A1/A2 and Invalidate's V1/V2 copy ta[s] by two
+//     READs. If a CN that lowered C0's count got its RECV to land between
+//     the two, the entry checked (CHK, V3/V4) and the entry written (U5,
+//     V7) would differ. A sweep of send delays (0-4 us, lowered C0) did not
+//     produce it in the sim; one fix is a fenced snapshot of ta[s] (one
+//     READ into a second scratch word both copies read), which fits in the
+//     NOP padding of both chains. Not done: no failing test yet.
+//   R2's ENABLE of C: C's next instance gates only on counts; a raised
+//     index runs C ahead, which is the "L run early" case above.
 //
 // ---- Notification ------------------------------------------------------------
 // WRITE_WITH_IMM (not the paper's flag WRITE): the CN awaits a CQE instead of
@@ -342,8 +370,11 @@ uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n);
 //   Invalidate:    tt_addr u64 | seq u32 | re-arm u64 x 11 | doorbell u32 (104 B)
 // seq = low 32 bits of n (the reply's imm).
 uint32_t HeaderBytes(ChainKind kind);
+// `rearm`: the re-arm values to send (default: RearmValues for request
+// n - 2 + slots, what an honest CN sends).
 std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t tt_addr,
-                                  uint64_t dst_addr = 0, uint32_t dst_rkey = 0);
+                                  uint64_t dst_addr = 0, uint32_t dst_rkey = 0,
+                                  const std::vector<uint64_t>* rearm = nullptr);
 
 // One chain of one CN on the MN.
 class Chain {
@@ -437,6 +468,11 @@ class ChainClient {
   // only slow: wait another `timeout`. Without it the CN gives up at once.
   using LivenessCheck = std::function<Task<bool>()>;
   void SetLivenessCheck(LivenessCheck check) { alive_ = std::move(check); }
+  // Attack tests: a malicious CN's edit of the re-arm values request `n`
+  // carries (those of the instance serving request n - 2 + slots, in
+  // RearmValues order).
+  using Tamper = std::function<void(uint64_t n, std::vector<uint64_t>* values)>;
+  void set_tamper(Tamper t) { tamper_ = std::move(t); }
 
   // Load chain: the page behind tt_addr lands in [dst_addr, +4 KB), which
   // `dst_rkey` must allow the MN to write.
@@ -462,6 +498,8 @@ class ChainClient {
                              LivenessCheck alive);
   // Posts the RECV for the reply and the SEND, awaits the reply.
   Task<Status> Invoke(std::vector<fabric::Sge> payload, uint32_t expect_bytes, Ps timeout);
+  // The header of request next_ (re-arm values edited by tamper_, if set).
+  std::vector<uint8_t> Header(uint64_t tt_addr, uint64_t dst_addr = 0, uint32_t dst_rkey = 0) const;
   // Writes the header of request next_ and sends it (and the page, if any).
   Task<Status> SendHeader(ChainKind kind, uint64_t tt_addr, uint64_t src_addr, uint32_t src_lkey,
                           Ps timeout);
@@ -478,6 +516,7 @@ class ChainClient {
   bool busy_ = false;  // a request is in flight
   bool timed_out_ = false;
   LivenessCheck alive_;
+  Tamper tamper_;
 };
 
 // The CN's frontswap-style backend ([ODRP] §4.4): computes tt_addr from the

@@ -794,5 +794,91 @@ TEST_F(OdrpChainTest, EveryChainRefusesMisalignedAndOutOfTableAddresses) {
   EXPECT_EQ(MnPage(odrp_->LoadTtEntry(1, 0)), Pattern(122));
 }
 
+// Issue 13 ordering audit, Load: R0 sends the page L0's entry read put in
+// its WQE, and only L's ENABLE of R (whose index comes from the CN) releases
+// it. The attacker raises that index by one instance (in request 1, for
+// instance 3), so R also runs instance 0's R0 before request 4 exists: it
+// sent the page request 0 loaded, which the attacker has since freed and the
+// victim now holds. L0 (Z) of every instance zeroes the previous instance's
+// page address, so that R0 faults instead.
+TEST_F(OdrpChainTest, ARaisedEnableNeverMakesLoadSendAStalePage) {
+  Build(/*pages=*/8, /*cns=*/2);
+  Cn* a = cn(0);
+  Cn* v = cn(1);
+  ASSERT_TRUE(Store(a, 0, Pattern(70)).ok());
+  ASSERT_TRUE(Store(a, kPageBytes, Pattern(71)).ok());
+  const uint64_t freed = odrp_->LoadTtEntry(0, 0);
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(Load(a, 0, &got).ok());  // request 0 (instance 0) loads `freed`
+  ASSERT_TRUE(Invalidate(a, 0).ok());
+  uint64_t at = ~0ull;
+  for (uint64_t i = 0; i < 8 && at == ~0ull; ++i) {
+    ASSERT_TRUE(Store(v, i * kPageBytes, Pattern(72)).ok()) << i;
+    if (odrp_->LoadTtEntry(1, i * kPageBytes) == freed) at = i * kPageBytes;
+  }
+  ASSERT_NE(at, ~0ull) << "the victim holds the freed page";
+  const uint32_t r_wrs = a->load_chain->geometry().r_wrs;
+  a->load->set_tamper([r_wrs](uint64_t n, std::vector<uint64_t>* vals) {
+    if (n == 1) (*vals)[2] += r_wrs;  // L1's ENABLE R of instance 3: one instance more
+  });
+  RecvWr extra;  // a RECV for the early R0's WRITE_WITH_IMM
+  extra.wr_id = 99;
+  ASSERT_EQ(a->load->qp()->PostRecv(extra), 0);
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(Load(a, kPageBytes, &got).ok()) << "request " << i;
+    ASSERT_EQ(got, Pattern(71)) << "request " << i;
+  }
+  sim().Run();
+  a->node->memory().Read(a->dst(), got.data(), kPageBytes);
+  EXPECT_NE(got, Pattern(72)) << "the victim's page leaked through a stale R0";
+  EXPECT_EQ(got, Pattern(71));
+  EXPECT_EQ(MnPage(freed), Pattern(72));
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_);
+}
+
+// Issue 13 ordering audit, every chain: a CN opens every gate of C after C0
+// in the re-arm values it sends (each ENABLE of L covers the whole instance,
+// each WAIT on lcq waits for nothing), so L runs each instance straight
+// through and only the RNIC's FENCEs order a step after the earlier step
+// whose result it consumes (U2, U4, CHK, U5; M2; V3, V4, V6, V7). Without
+// them a step reads the WQE field or scratch word an earlier lap left: a
+// store maps or writes a stale page, an invalidation frees one.
+TEST_F(OdrpChainTest, OpenGatesNeverMakeAStepConsumeAStaleResult) {
+  Build(4);
+  Cn* c = cn(0);
+  auto open_gates = [](uint32_t c_values) {
+    return [c_values](uint64_t, std::vector<uint64_t>* v) {
+      for (uint32_t i = 1; i + 1 < c_values; ++i) {
+        (*v)[i] = i % 2 == 1 ? (*v)[c_values - 1] : 0;  // ENABLE L: all; WAIT lcq: none
+      }
+    };
+  };
+  c->store->set_tamper(open_gates(6));   // C0..C5
+  c->mstore->set_tamper(open_gates(4));  // C0..C3
+  c->inval->set_tamper(open_gates(8));   // C0..C7
+  const MnLayout& lay = odrp_->layout();
+  constexpr uint32_t kCycles = 3 * kSlots + 1;
+  for (uint32_t i = 0; i < kCycles; ++i) {
+    SCOPED_TRACE("cycle " + std::to_string(i));
+    const uint64_t swap = (i % 3) * kPageBytes;
+    const uint64_t page = odrp_->page_addr(i % 4);
+    ASSERT_TRUE(Store(c, swap, Pattern(400 + i)).ok());
+    ASSERT_EQ(odrp_->LoadTtEntry(0, swap), page);
+    ASSERT_EQ(odrp_->LoadHead(), lay.Advance(odrp_->ring_addr(), i + 1));
+    ASSERT_EQ(MnPage(page), Pattern(400 + i));
+    ASSERT_TRUE(Store(c, swap, Pattern(500 + i)).ok());
+    ASSERT_EQ(MnPage(page), Pattern(500 + i));
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(Load(c, swap, &got).ok());
+    ASSERT_EQ(got, Pattern(500 + i));
+    ASSERT_TRUE(Invalidate(c, swap).ok());
+    ASSERT_EQ(odrp_->LoadTtEntry(0, swap), 0u);
+    ASSERT_EQ(odrp_->LoadTail(), lay.Advance(odrp_->ring_addr(), 4 + i + 1));
+    ASSERT_EQ(odrp_->LoadElement(i % 4), page);
+  }
+  for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(odrp_->LoadElement(i), odrp_->page_addr(i));
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_);
+}
+
 }  // namespace
 }  // namespace dmb::systems::odrp
