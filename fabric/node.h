@@ -29,9 +29,18 @@ class Memory {
   virtual void Read(uint64_t addr, void* dst, uint64_t n) const = 0;
   virtual void Write(uint64_t addr, const void* src, uint64_t n) = 0;
   virtual void Fill(uint64_t addr, uint8_t byte, uint64_t n) = 0;
-  // Reserves `bytes` aligned to `align` (a power of two); throws VerbsError
-  // (ENOMEM) naming the node when the memory is exhausted.
+  // Reserves `bytes` aligned to `align` (a power of two); the bytes read as
+  // zero. Throws VerbsError (ENOMEM) naming the node when the memory is
+  // exhausted.
   virtual uint64_t Alloc(uint64_t bytes, uint64_t align = 64) = 0;
+  // Gives back what one Alloc returned (the same address and size) for later
+  // Allocs; the bytes read as zero again. Nothing may use the range any more
+  // (deregister MRs over it first). Throws std::invalid_argument naming the
+  // node when [addr, addr+bytes) is not one live allocation (a double free).
+  virtual void Free(uint64_t addr, uint64_t bytes) = 0;
+  // Bytes reserved by Alloc and not freed: what the node's software holds
+  // (the pool, metadata, work queue rings, scratch).
+  virtual uint64_t in_use_bytes() const = 0;
   // Host bytes actually backing touched pages (sparse memories).
   virtual uint64_t resident_bytes() const = 0;
 
@@ -144,6 +153,19 @@ class Node {
   virtual Cq* CreateCq(uint32_t capacity, bool ignore_overrun = false) = 0;
   virtual Qp* CreateQp(const QpInitAttr& attr) = 0;
   virtual Qp* QpByNum(uint32_t qp_num) = 0;
+  // ibv_destroy_qp: the QP's outstanding WRs are dropped without completions,
+  // requests that reach it afterwards get no answer (the requester's retries
+  // run out), QpByNum no longer finds it, and its work queue rings go back to
+  // node memory (sim). Deregister MRs the caller registered over its rings
+  // first. Type-2 windows still bound to it stay bound to its number, which
+  // the sim never gives another QP (hardware may reuse numbers, and rxe holds
+  // the QP while windows are bound: invalidate them first). The pointer is
+  // invalid afterwards. Throws VerbsError (EINVAL) for anything but a live QP
+  // of this node.
+  virtual void DestroyQp(Qp* qp) = 0;
+  // ibv_destroy_cq. Throws VerbsError: EBUSY while a QP uses the CQ or a
+  // coroutine awaits it; EINVAL for anything but a live CQ of this node.
+  virtual void DestroyCq(Cq* cq) = 0;
   virtual DeviceCaps caps() const { return DeviceCaps{}; }
 };
 

@@ -15,8 +15,9 @@
 //  - Work queues live in node memory (see wqe_layout.h); the RNIC reads a WQE
 //    when it executes it.
 //
-// Objects are owned by their Node and live until the node is destroyed; the
-// pointers handed out are stable (like ibverbs' struct pointers).
+// Objects are owned by their Node and live until the node is destroyed, or a
+// QP or CQ until Node::DestroyQp / DestroyCq; the pointers handed out are
+// stable (like ibverbs' struct pointers).
 #pragma once
 
 #include <coroutine>
@@ -205,6 +206,9 @@ class Cq {
   virtual uint32_t cq_num() const = 0;
   // Completions ever delivered to this CQ (what WAIT counts).
   virtual uint64_t total_completions() const = 0;
+  // Those of them with status kSuccess (flushes and errors excluded): how far
+  // a chain of signaled WRs really got, also after it faulted.
+  virtual uint64_t successful_completions() const = 0;
   // Non-blocking poll; returns how many were written.
   virtual int Poll(std::span<WorkCompletion> out) = 0;
   NextAwaiter Next() { return NextAwaiter{this, {}}; }

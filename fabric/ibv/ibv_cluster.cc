@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -125,9 +126,26 @@ Cq* IbvNode::CreateCq(uint32_t capacity, bool ignore_overrun) {
   const int cqe = std::min<int>(dev_.attr.max_cqe, std::max<uint32_t>(capacity, 256));
   ibv_cq* cq = ibv_create_cq(dev_.ctx, cqe, nullptr, nullptr, 0);
   if (!cq) throw VerbsError(errno, "ibv_create_cq on node '" + name_ + "': " + strerror(errno));
-  cqs_.push_back(
-      std::make_unique<IbvCq>(this, cq, static_cast<uint32_t>(cqs_.size() + 1), ignore_overrun));
+  cqs_.push_back(std::make_unique<IbvCq>(this, cq, next_cq_num_++, ignore_overrun));
   return cqs_.back().get();
+}
+
+void IbvNode::DestroyCq(Cq* cq) {
+  auto it = std::find_if(cqs_.begin(), cqs_.end(), [cq](const auto& c) { return c.get() == cq; });
+  if (it == cqs_.end()) {
+    throw VerbsError(EINVAL, "destroy_cq on node '" + name_ + "': not a live CQ here");
+  }
+  const bool used =
+      std::any_of(qps_.begin(), qps_.end(), [cq](const auto& q) { return q->Uses(cq); });
+  if (used || (*it)->awaited()) {
+    throw VerbsError(EBUSY, "destroy_cq on node '" + name_ + "': cq " +
+                                std::to_string(cq->cq_num()) +
+                                " is still used by a QP or awaited; destroy those first");
+  }
+  if (const int rc = ibv_destroy_cq((*it)->raw()); rc != 0) {
+    throw VerbsError(rc, "ibv_destroy_cq on node '" + name_ + "': " + strerror(rc));
+  }
+  cqs_.erase(it);
 }
 
 Qp* IbvNode::CreateQp(const QpInitAttr& attr) {
@@ -162,6 +180,22 @@ Qp* IbvNode::CreateQp(const QpInitAttr& attr) {
 }
 
 Qp* IbvNode::QpByNum(uint32_t qp_num) { return LocalQp(qp_num); }
+
+void IbvNode::DestroyQp(Qp* qp) {
+  auto it = std::find_if(qps_.begin(), qps_.end(), [qp](const auto& q) { return q.get() == qp; });
+  if (it == qps_.end()) {
+    throw VerbsError(EINVAL, "destroy_qp on node '" + name_ + "': not a live QP here");
+  }
+  const uint32_t qpn = (*it)->qp_num();
+  // The provider drops the outstanding WRs; completions already in a CQ
+  // stay there (PollDevice no longer finds the QP and reports them raw).
+  if (const int rc = ibv_destroy_qp((*it)->raw()); rc != 0) {
+    throw VerbsError(rc, "ibv_destroy_qp(QP " + std::to_string(qpn) + ") on node '" + name_ +
+                             "': " + strerror(rc));
+  }
+  qp_by_num_.erase(qpn);
+  qps_.erase(it);
+}
 
 IbvQp* IbvNode::LocalQp(uint32_t qpn) const {
   auto it = qp_by_num_.find(qpn);

@@ -89,7 +89,7 @@ int IbvAccess(uint32_t a) {
 // ---- Memory -----------------------------------------------------------------
 
 IbvMemory::IbvMemory(std::string node_name, uint64_t size)
-    : node_name_(std::move(node_name)), size_(size) {
+    : node_name_(std::move(node_name)), size_(size), alloc_(node_name_, 4096, size) {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
   if (p == MAP_FAILED) {
@@ -124,8 +124,11 @@ void IbvMemory::Fill(uint64_t addr, uint8_t byte, uint64_t n) {
   std::memset(base_ + addr, byte, n);
 }
 
-uint64_t IbvMemory::Alloc(uint64_t bytes, uint64_t align) {
-  return BumpAlloc(&next_free_, size_, bytes, align, node_name_);
+uint64_t IbvMemory::Alloc(uint64_t bytes, uint64_t align) { return alloc_.Alloc(bytes, align); }
+
+void IbvMemory::Free(uint64_t addr, uint64_t bytes) {
+  alloc_.Free(addr, bytes);
+  std::memset(base_ + addr, 0, bytes);
 }
 
 // ---- CQ ---------------------------------------------------------------------
@@ -136,6 +139,7 @@ int IbvCq::PollDevice() {
   if (n < 0) throw VerbsError(EIO, "ibv_poll_cq failed on CQ " + std::to_string(num_));
   for (int i = 0; i < n; ++i) {
     ++total_;
+    ok_ += wcs[i].status == IBV_WC_SUCCESS;
     IbvQp* qp = node_->LocalQp(wcs[i].qp_num);
     WorkCompletion wc;
     if (qp) {

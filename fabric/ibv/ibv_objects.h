@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fabric/ibv/ibv_cluster.h"
+#include "fabric/range_alloc.h"
 
 namespace dmb::fabric::ibv {
 
@@ -28,7 +29,9 @@ class IbvMemory : public Memory {
   void Write(uint64_t addr, const void* src, uint64_t n) override;
   void Fill(uint64_t addr, uint8_t byte, uint64_t n) override;
   uint64_t Alloc(uint64_t bytes, uint64_t align) override;
-  uint64_t resident_bytes() const override { return next_free_; }
+  void Free(uint64_t addr, uint64_t bytes) override;
+  uint64_t in_use_bytes() const override { return alloc_.in_use_bytes(); }
+  uint64_t resident_bytes() const override { return alloc_.top(); }
   uint8_t* host(uint64_t addr) const { return base_ + addr; }
 
  private:
@@ -36,7 +39,7 @@ class IbvMemory : public Memory {
   std::string node_name_;
   uint8_t* base_ = nullptr;
   uint64_t size_;
-  uint64_t next_free_ = 4096;
+  RangeAllocator alloc_;  // from 4096: address 0 stays unused
 };
 
 // Real CPU work is the code that runs: declared costs take no time.
@@ -111,11 +114,13 @@ class IbvCq : public Cq {
       : node_(node), cq_(cq), num_(num), ignore_overrun_(ignore_overrun) {}
   uint32_t cq_num() const override { return num_; }
   uint64_t total_completions() const override { return total_; }
+  uint64_t successful_completions() const override { return ok_; }
   int Poll(std::span<WorkCompletion> out) override;
   // Drains the device CQ and wakes waiting coroutines; returns how many
   // completions arrived.
   int Pump();
   ibv_cq* raw() const { return cq_; }
+  bool awaited() const { return head_ != nullptr; }
 
  protected:
   bool TryPop(WorkCompletion* wc) override;
@@ -129,6 +134,7 @@ class IbvCq : public Cq {
   uint32_t num_;
   bool ignore_overrun_;
   uint64_t total_ = 0;
+  uint64_t ok_ = 0;
   std::deque<WorkCompletion> ready_;
   Waiter* head_ = nullptr;
   Waiter* tail_ = nullptr;
@@ -164,6 +170,7 @@ class IbvQp : public Qp {
   void Translate(const ibv_wc& in, WorkCompletion* out);
   void MarkError() { state_ = QpState::kErr; }
   ibv_qp* raw() const { return qp_; }
+  bool Uses(const Cq* cq) const { return attr_.send_cq == cq || attr_.recv_cq == cq; }
 
  private:
   struct Meta {
@@ -200,6 +207,8 @@ class IbvNode : public Node {
   Cq* CreateCq(uint32_t capacity, bool ignore_overrun = false) override;
   Qp* CreateQp(const QpInitAttr& attr) override;
   Qp* QpByNum(uint32_t qp_num) override;
+  void DestroyQp(Qp* qp) override;
+  void DestroyCq(Cq* cq) override;
   DeviceCaps caps() const override { return dev_.caps; }
 
   IbvQp* LocalQp(uint32_t qpn) const;
@@ -224,6 +233,7 @@ class IbvNode : public Node {
   std::vector<std::unique_ptr<IbvCq>> cqs_;
   std::vector<std::unique_ptr<IbvQp>> qps_;
   std::unordered_map<uint32_t, IbvQp*> qp_by_num_;
+  uint32_t next_cq_num_ = 1;
   mutable std::unordered_map<std::string, uint32_t> cost_ids_;
   uint64_t pumps_ = 0;
 };
@@ -247,6 +257,8 @@ class RemoteNode : public Node {
   Cq* CreateCq(uint32_t, bool) override { Refuse("CreateCq"); }
   Qp* CreateQp(const QpInitAttr&) override { Refuse("CreateQp"); }
   Qp* QpByNum(uint32_t) override { Refuse("QpByNum"); }
+  void DestroyQp(Qp*) override { Refuse("DestroyQp"); }
+  void DestroyCq(Cq*) override { Refuse("DestroyCq"); }
 
  private:
   [[noreturn]] void Refuse(const char* what) const;

@@ -249,11 +249,13 @@ void Rnic::Kick(SimQp* qp) {
   if (!managed) ready = std::max(ready, qp->sq_visible_at_[qp->sq_exec_ & (qp->sq_size_ - 1)]);
   const Ps t = std::max({sim.now(), qp->next_start_, ready});
   qp->start_pending_ = true;
-  sim.Schedule(t, kQpStart, OnQpStart, qp, qp->qpn_);
+  // Named by number: the QP may be destroyed before the event runs.
+  sim.Schedule(t, kQpStart, OnQpStart, qp->node_, qp->qpn_);
 }
 
-void Rnic::OnQpStart(void* ctx, uint64_t) {
-  auto* qp = static_cast<SimQp*>(ctx);
+void Rnic::OnQpStart(void* ctx, uint64_t qpn) {
+  SimQp* qp = static_cast<SimNode*>(ctx)->SimQpByNum(static_cast<uint32_t>(qpn));
+  if (!qp) return;
   qp->start_pending_ = false;
   StartNext(qp);
 }
@@ -302,7 +304,7 @@ void Rnic::StartNext(SimQp* qp) {
     early = WcStatus::kLocQpOpErr;  // garbage opcode (e.g. a chain wrote junk)
   }
 
-  op->qp = qp;
+  SimCluster::Attach(op, qp);
   op->epoch = qp->epoch_;
   op->in_flight = true;  // until its Complete event runs
   op->wqe_index = qp->sq_exec_;
@@ -546,7 +548,7 @@ void Rnic::Respond(Op* op, SimNode* b, SimQp* p) {
     const Ps t_cqe = std::max(p->last_recv_cqe_, t_done + tm.PcieWrite(op->data.size() + 64));
     p->last_recv_cqe_ = t_cqe;
     Op* rc = cl->NewOp();
-    rc->qp = p;
+    SimCluster::Attach(rc, p);
     rc->epoch = p->epoch_;
     rc->recv_wc = wc;
     sim.Schedule(t_cqe, kRecvComplete, OnRecvComplete, rc, wr_id);
@@ -686,7 +688,7 @@ void Rnic::FlushUnstarted(SimQp* qp) {
   uint8_t buf[512];
   for (; qp->sq_exec_ < qp->sq_posted_; ++qp->sq_exec_) {
     Op* op = cl->NewOp();
-    op->qp = qp;
+    SimCluster::Attach(op, qp);
     op->epoch = qp->epoch_;
     n->memory_.Read(qp->SendWqeAddr(qp->sq_exec_), buf, qp->sq_stride_);
     fabric::DecodeSendWqe(buf, qp->sq_stride_, &op->wqe);

@@ -64,8 +64,13 @@ void SimCq::AddWaiter(Waiter* w) {
 
 void SimCq::AddWaitingQp(SimQp* qp, uint64_t count) { waiting_qps_.emplace_back(qp, count); }
 
+void SimCq::RemoveWaitingQp(const SimQp* qp) {
+  std::erase_if(waiting_qps_, [qp](const auto& w) { return w.first == qp; });
+}
+
 void SimCq::Deliver(const fabric::WorkCompletion& wc) {
   ++total_;
+  ok_ += wc.status == WcStatus::kSuccess;
   Simulator& sim = node_->cluster()->sim();
   if (!ignore_overrun_) {
     if (waiters_head_) {
@@ -111,6 +116,7 @@ SimQp::SimQp(SimNode* node, uint32_t qpn, const fabric::QpInitAttr& attr)
   const uint64_t bytes = uint64_t{sq_size_} * sq_stride_ + uint64_t{rq_size_} * rq_stride_ + 64;
   fabric::Memory& mem = node->memory();
   sq_base_ = mem.Alloc(bytes, 4096);
+  ring_bytes_ = bytes;
   rq_base_ = sq_base_ + uint64_t{sq_size_} * sq_stride_;
   rq_dbr_ = rq_base_ + uint64_t{rq_size_} * rq_stride_;
   sq_visible_at_.assign(sq_size_, 0);
@@ -411,9 +417,12 @@ fabric::Qp* SimNode::CreateQp(const fabric::QpInitAttr& attr) {
   if ((attr.manage_send || attr.manage_recv) && !attr.cross_channel) {
     throw fabric::VerbsError(EINVAL, "create_qp: manage_send/manage_recv need cross_channel");
   }
+  ReapQps();
   const uint32_t qpn = static_cast<uint32_t>(qps_.size() + 1);
   qps_.push_back(std::make_unique<SimQp>(this, qpn, attr));
   SimQp* qp = qps_.back().get();
+  ++scq->users_;
+  ++rcq->users_;
   // The driver registers the work queue buffer (local access only) so local
   // WRs (RECV scatter, READ into a WQE) can target it.
   const uint64_t bytes = qp->rq_dbr_ + 64 - qp->sq_base_;
@@ -422,6 +431,46 @@ fabric::Qp* SimNode::CreateQp(const fabric::QpInitAttr& attr) {
 }
 
 fabric::Qp* SimNode::QpByNum(uint32_t qp_num) { return SimQpByNum(qp_num); }
+
+void SimNode::DestroyQp(fabric::Qp* qp) {
+  auto* q = dynamic_cast<SimQp*>(qp);
+  if (!q || q->node_ != this || SimQpByNum(q->qpn_) != q) {
+    throw fabric::VerbsError(EINVAL, "destroy_qp on node '" + name() + "': not a live QP here");
+  }
+  // RESET drops every outstanding WR without a completion; events still in
+  // flight find the epoch changed and drop themselves (no memory effects).
+  if (q->state_ != QpState::kReset) q->Modify(QpState::kReset);
+  for (auto& cq : cqs_) {
+    if (cq) cq->RemoveWaitingQp(q);
+  }
+  --q->send_cq_->users_;
+  --q->recv_cq_->users_;
+  q->wq_mr_->valid_ = false;  // the driver's registration of the rings goes with them
+  keys_[q->wq_mr_->key_ >> 8].mr = nullptr;
+  memory_.Free(q->sq_base_, q->ring_bytes_);
+  q->sq_visible_at_ = {};
+  q->rq_wrid_ = {};
+  q->destroyed_ = true;
+  destroyed_qps_.push_back(std::move(qps_[q->qpn_ - 1]));
+  ReapQps();
+}
+
+void SimNode::ReapQps() {
+  std::erase_if(destroyed_qps_, [](const auto& q) { return q->live_ops_ == 0; });
+}
+
+void SimNode::DestroyCq(fabric::Cq* cq) {
+  auto* c = dynamic_cast<SimCq*>(cq);
+  if (!c || c->node_ != this || CqByNum(c->num_) != c) {
+    throw fabric::VerbsError(EINVAL, "destroy_cq on node '" + name() + "': not a live CQ here");
+  }
+  if (c->users_ > 0 || c->waiters_head_) {
+    throw fabric::VerbsError(EBUSY, "destroy_cq on node '" + name() + "': cq " +
+                                        std::to_string(c->num_) +
+                                        " is still used by a QP or awaited; destroy those first");
+  }
+  cqs_[c->num_ - 1].reset();
+}
 
 SimQp* SimNode::SimQpByNum(uint32_t qpn) {
   return qpn >= 1 && qpn <= qps_.size() ? qps_[qpn - 1].get() : nullptr;
@@ -463,7 +512,7 @@ void SimCluster::CrashNode(fabric::Node* node) {
   n->crashed_ = true;
   n->cpu_.Halt();
   for (auto& qp : n->qps_) {
-    if (qp->state() != QpState::kReset) qp->SetState(QpState::kErr);
+    if (qp && qp->state() != QpState::kReset) qp->SetState(QpState::kErr);
   }
 }
 
@@ -504,6 +553,7 @@ Op* SimCluster::NewOp() {
     op = all_ops_.back().get();
   }
   op->next = nullptr;
+  op->qp = nullptr;
   op->done = false;
   op->remote = false;
   op->rd_atomic = false;
@@ -518,6 +568,10 @@ Op* SimCluster::NewOp() {
 }
 
 void SimCluster::FreeOp(Op* op) {
+  // The last event naming a destroyed QP deletes it (its callers are done
+  // with the QP by then: they free the op last).
+  if (op->qp && --op->qp->live_ops_ == 0 && op->qp->destroyed_) op->qp->node_->ReapQps();
+  op->qp = nullptr;
   op->next = free_ops_;
   free_ops_ = op;
 }

@@ -124,14 +124,17 @@ class SimCq : public fabric::Cq {
       : node_(node), num_(num), capacity_(capacity), ignore_overrun_(ignore_overrun) {}
   uint32_t cq_num() const override { return num_; }
   uint64_t total_completions() const override { return total_; }
+  uint64_t successful_completions() const override { return ok_; }
   int Poll(std::span<fabric::WorkCompletion> out) override;
 
   // Delivers one completion at now(): counts it, wakes WAITs that reached
   // their count, hands it to a waiting coroutine or queues it.
   void Deliver(const fabric::WorkCompletion& wc);
   void AddWaitingQp(SimQp* qp, uint64_t count);
+  void RemoveWaitingQp(const SimQp* qp);
 
  protected:
+  friend class SimNode;
   bool TryPop(fabric::WorkCompletion* wc) override;
   void AddWaiter(Waiter* w) override;
 
@@ -141,15 +144,17 @@ class SimCq : public fabric::Cq {
   uint32_t capacity_;
   bool ignore_overrun_;
   uint64_t total_ = 0;
+  uint64_t ok_ = 0;
   std::deque<fabric::WorkCompletion> entries_;
   Waiter* waiters_head_ = nullptr;
   Waiter* waiters_tail_ = nullptr;
   std::vector<std::pair<SimQp*, uint64_t>> waiting_qps_;
+  uint32_t users_ = 0;  // QP queues completing here (DestroyCq refuses while > 0)
 };
 
 // One WQE in flight (pooled per cluster).
 struct Op {
-  SimQp* qp = nullptr;
+  SimQp* qp = nullptr;  // set through SimCluster::Attach (counted: see SimQp::live_ops_)
   uint64_t wqe_index = 0;
   fabric::DecodedSendWqe wqe{};
   fabric::WcStatus status = fabric::WcStatus::kSuccess;
@@ -206,10 +211,13 @@ class SimQp : public fabric::Qp {
  private:
   friend class SimNode;
   friend class SimCq;
+  friend class SimCluster;
   friend class Rnic;
 
   SimNode* node_;
   uint32_t qpn_;
+  uint32_t live_ops_ = 0;  // Ops naming this QP: a destroyed QP is deleted at 0
+  bool destroyed_ = false;
   fabric::QpInitAttr attr_;
   SimPd* pd_;
   SimCq* send_cq_;
@@ -222,6 +230,7 @@ class SimQp : public fabric::Qp {
   SimMr* wq_mr_ = nullptr;
   // Send queue.
   uint64_t sq_base_ = 0;
+  uint64_t ring_bytes_ = 0;  // SQ, RQ and doorbell record, from sq_base_
   uint32_t sq_size_ = 0;
   uint32_t sq_stride_ = 0;
   uint64_t sq_posted_ = 0;   // producer (doorbell) index
@@ -270,6 +279,8 @@ class SimNode : public fabric::Node {
   fabric::Cq* CreateCq(uint32_t capacity, bool ignore_overrun) override;
   fabric::Qp* CreateQp(const fabric::QpInitAttr& attr) override;
   fabric::Qp* QpByNum(uint32_t qp_num) override;
+  void DestroyQp(fabric::Qp* qp) override;
+  void DestroyCq(fabric::Cq* cq) override;
   fabric::DeviceCaps caps() const override { return cfg_.caps; }
   const fabric::DeviceCaps& caps_ref() const { return cfg_.caps; }
 
@@ -283,6 +294,8 @@ class SimNode : public fabric::Node {
     return num >= 1 && num <= cqs_.size() ? cqs_[num - 1].get() : nullptr;
   }
   SimQp* SimQpByNum(uint32_t qpn);
+  // Destroyed QPs not yet deleted (events still name them).
+  size_t destroyed_qps_pending() const { return destroyed_qps_.size(); }
 
  private:
   friend class Rnic;
@@ -294,6 +307,7 @@ class SimNode : public fabric::Node {
     SimMw* mw = nullptr;
   };
   uint32_t NewKeyIndex();
+  void ReapQps();
   uint8_t NextKey() { return static_cast<uint8_t>(key_counter_++ * 0x9d + 0x11); }
   SimMr* CreateMrNow(SimPd* pd, uint64_t addr, uint64_t length, uint32_t access);
   void CheckMrArgs(fabric::Pd* pd, uint64_t addr, uint64_t length, uint32_t access) const;
@@ -310,7 +324,10 @@ class SimNode : public fabric::Node {
   std::vector<std::unique_ptr<SimMr>> mrs_;
   std::vector<std::unique_ptr<SimMw>> mws_;
   std::vector<std::unique_ptr<SimCq>> cqs_;
-  std::vector<std::unique_ptr<SimQp>> qps_;
+  std::vector<std::unique_ptr<SimQp>> qps_;  // by number - 1; null once destroyed
+  // Destroyed QPs that pending events still name (they check its epoch and
+  // drop themselves); deleted once none is left (ReapQps).
+  std::vector<std::unique_ptr<SimQp>> destroyed_qps_;
   std::vector<KeyEntry> keys_;  // index 0 reserved (rkey 0 never valid)
   // RNIC resources ("free at" timestamps).
   std::vector<Ps> pu_free_;
@@ -345,9 +362,14 @@ class SimCluster : public fabric::Cluster {
   // background coroutines still have timers pending); rethrows its exception.
   void RunToCompletion(Task<void> task);
 
-  // Op pool (internal).
+  // Op pool (internal). Attach names the op's QP (counted, so a destroyed
+  // QP outlives the events of its ops); FreeOp releases it.
   Op* NewOp();
   void FreeOp(Op* op);
+  static void Attach(Op* op, SimQp* qp) {
+    op->qp = qp;
+    ++qp->live_ops_;
+  }
 
  private:
   Simulator sim_;

@@ -7,7 +7,7 @@
 namespace dmb::sim {
 
 SparseMemory::SparseMemory(std::string node_name, uint64_t size_bytes)
-    : node_name_(std::move(node_name)), size_(size_bytes) {
+    : node_name_(std::move(node_name)), size_(size_bytes), alloc_(node_name_, 4096, size_bytes) {
   const uint64_t pages = (size_ + kPageBytes - 1) >> kPageShift;
   dirs_.resize((pages + (1ull << kDirShift) - 1) >> kDirShift);
 }
@@ -90,8 +90,33 @@ void SparseMemory::Fill(uint64_t addr, uint8_t byte, uint64_t n) {
   }
 }
 
-uint64_t SparseMemory::Alloc(uint64_t bytes, uint64_t align) {
-  return fabric::BumpAlloc(&next_free_, size_, bytes, align, node_name_);
+uint64_t SparseMemory::Alloc(uint64_t bytes, uint64_t align) { return alloc_.Alloc(bytes, align); }
+
+void SparseMemory::DropPage(uint64_t page) {
+  auto& dir = dirs_[page >> kDirShift];
+  if (!dir) return;
+  auto& p = dir[page & ((1ull << kDirShift) - 1)];
+  if (!p) return;
+  p.reset();
+  --resident_pages_;
+  if (cached_page_ == page) {
+    cached_page_ = ~0ull;
+    cached_ptr_ = nullptr;
+  }
+}
+
+void SparseMemory::Free(uint64_t addr, uint64_t bytes) {
+  alloc_.Free(addr, bytes);  // throws before anything changes
+  const uint64_t end = addr + bytes;
+  const uint64_t first_whole = (addr + kPageBytes - 1) >> kPageShift;
+  const uint64_t end_whole = end >> kPageShift;
+  if (first_whole >= end_whole) {
+    Fill(addr, 0, bytes);
+    return;
+  }
+  Fill(addr, 0, (first_whole << kPageShift) - addr);
+  for (uint64_t p = first_whole; p < end_whole; ++p) DropPage(p);
+  Fill(end_whole << kPageShift, 0, end - (end_whole << kPageShift));
 }
 
 }  // namespace dmb::sim

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fabric/node.h"
+#include "fabric/range_alloc.h"
 
 namespace dmb::sim {
 
@@ -21,6 +22,11 @@ class SparseMemory : public fabric::Memory {
   void Write(uint64_t addr, const void* src, uint64_t n) override;
   void Fill(uint64_t addr, uint8_t byte, uint64_t n) override;
   uint64_t Alloc(uint64_t bytes, uint64_t align = 64) override;
+  // Zeroes the range; pages it covers whole stop being resident.
+  void Free(uint64_t addr, uint64_t bytes) override;
+  uint64_t in_use_bytes() const override { return alloc_.in_use_bytes(); }
+  // One past the highest address ever handed out and not given back.
+  uint64_t top() const { return alloc_.top(); }
   uint64_t resident_bytes() const override { return resident_pages_ * kPageBytes; }
   // True when [addr, addr+n) lies inside the node's memory.
   bool Contains(uint64_t addr, uint64_t n) const { return addr <= size_ && n <= size_ - addr; }
@@ -33,10 +39,11 @@ class SparseMemory : public fabric::Memory {
   uint8_t* PageForWrite(uint64_t page);
   const uint8_t* PageForRead(uint64_t page) const;
   void CheckRange(uint64_t addr, uint64_t n, const char* what) const;
+  void DropPage(uint64_t page);
 
   std::string node_name_;
   uint64_t size_;
-  uint64_t next_free_ = 4096;  // address 0 stays unused, like a null page
+  fabric::RangeAllocator alloc_;  // from 4096: address 0 stays unused, like a null page
   uint64_t resident_pages_ = 0;
   std::vector<std::unique_ptr<std::unique_ptr<uint8_t[]>[]>> dirs_;
   mutable uint64_t cached_page_ = ~0ull;  // one-entry cache of the last resident page
