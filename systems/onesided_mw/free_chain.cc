@@ -197,182 +197,16 @@ Task<void> FreeChain::Arm(uint32_t n) {
                              "all max_instances instances");
   }
   const uint32_t g = md_->group_size();
-  const uint32_t meta_rkey = md_->meta_mr()->rkey();
-  const uint32_t smeta = scratch_meta_mr_->lkey();
-  const Layout& lay = md_->layout();
   for (uint32_t j = 0; j < n; ++j) {
-    const uint64_t s = armed_;
-    const uint64_t tag = s << 8;
-    const uint64_t slot = scratch_ + kScratchSlotsOff + kSlotBytes * (s % cfg_.max_instances);
-    const uint64_t faa_result = slot;         // u64 LE
-    const uint64_t staged_handle = slot + 8;  // u64 BE
-    const uint64_t f0 = f_->next_send_index();
-    const uint64_t u0 = u_->next_send_index();
-    const uint64_t l0 = l_->next_send_index();
-    auto f_wqe = [&](uint64_t i) { return f_->SendWqeAddr(f0 + i); };
-    auto u_wqe = [&](uint64_t i) { return u_->SendWqeAddr(u0 + i); };
-    auto l_wqe = [&](uint64_t i) { return l_->SendWqeAddr(l0 + i); };
-
-    // F: inv0, WAIT, ENABLE U, reply.
-    chain::PostOrThrow(f_, LocalInv(tag | 0x10), "onesided_mw free chain", "F LOCAL_INV MW 0");
-    chain::PostOrThrow(f_, chain::WaitWr(fscq_, 2 * s + 1), "onesided_mw free chain",
-                       "F WAIT inv0");
-    chain::PostOrThrow(f_, chain::EnableWr(u_, u0 + kUnbindWrs(g)), "onesided_mw free chain",
-                       "F ENABLE U");
-    {
-      SendWr r;
-      r.wr_id = tag | 0x20;
-      r.opcode = Opcode::kSend;  // zero bytes: the RECV CQE is the answer
-      chain::PostOrThrow(f_, r, "onesided_mw free chain", "F reply SEND");
-    }
-
-    PostUnbindPart(s, slot, l0);
-
-    // L1: READ the entry named by the request.
-    {
-      SendWr r;
-      r.wr_id = tag | 1;
-      r.opcode = Opcode::kRead;
-      r.remote_addr = 0;  // <- RECV (X); 0 faults
-      r.rkey = meta_rkey;
-      // owner_ptr and handle to the slot U's copy reads; MW 0's record
-      // (base, rkey, new rkey) into U.bind0; MW k's rkey into U.inv[k];
-      // the two copies of MW 0's rkey into F.inv0 and U.inv0.
-      const uint32_t ul = u_ring_meta_mr_->lkey();
-      r.sg_list.push_back({slot + 16, 16, smeta});
-      r.sg_list.push_back({u_wqe(0) + WqeLayout::kRemoteAddr, 16, ul});
-      for (uint32_t k = 1; k < g; ++k) {
-        r.sg_list.push_back({scratch_ + kScratchSinkOff, 12, smeta});  // base, rkey
-        r.sg_list.push_back({u_wqe(1 + k) + WqeLayout::kImmInvQpn, 4, ul});
-      }
-      r.sg_list.push_back({scratch_ + kScratchSinkOff, 8, smeta});  // owner_id
-      r.sg_list.push_back({f_wqe(0) + WqeLayout::kImmInvQpn, 4, f_ring_meta_mr_->lkey()});
-      r.sg_list.push_back({u_wqe(1) + WqeLayout::kImmInvQpn, 4, ul});
-      chain::PostOrThrow(l_, r, "onesided_mw free chain", "L1 READ entry");
-    }
-    // L2: owner_id := 0.
-    {
-      SendWr w;
-      w.wr_id = tag | 2;
-      w.opcode = Opcode::kWrite;
-      w.flags = fabric::kSignaled | fabric::kFence;  // after L1 landed, whoever enabled it
-      w.remote_addr = 0;                             // <- L1 (owner_ptr)
-      w.rkey = meta_rkey;
-      w.sg_list = {{scratch_ + kScratchZeroOff, 8, smeta}};
-      chain::PostOrThrow(l_, w, "onesided_mw free chain", "L2 WRITE owner_id");
-    }
-    // L3: claim the tail element: tail += 8 inside the ring.
-    chain::PostOrThrow(l_,
-                       chain::RingAdvanceWr(md_->tail_addr(), meta_rkey, lay.HeadBoundaryMask(),
-                                            faa_result, smeta, tag | 3),
-                       "onesided_mw free chain", "L3 masked FAA tail");
-    // L4: the element's address, byte-swapped into L5's remote_addr.
-    {
-      SendWr r;
-      r.wr_id = tag | 4;
-      r.opcode = Opcode::kRead;
-      r.flags = fabric::kSignaled | fabric::kFence;  // after L3's result landed
-      r.remote_addr = faa_result;
-      r.rkey = scratch_meta_mr_->rkey();
-      for (int b = 0; b < 8; ++b) {
-        r.sg_list.push_back({l_wqe(4) + WqeLayout::kRemoteAddr + 7 - b, 1, l_->wq_lkey()});
-      }
-      chain::PostOrThrow(l_, r, "onesided_mw free chain", "L4 swap READ");
-    }
-    // L5: re-insert the entry (its own handle) at the claimed tail element.
-    {
-      SendWr w;
-      w.wr_id = tag | 5;
-      w.opcode = Opcode::kWrite;
-      w.flags = fabric::kSignaled | fabric::kFence;  // after L4 landed
-      w.remote_addr = 0;                             // <- L4
-      w.rkey = meta_rkey;
-      w.sg_list = {{staged_handle, 8, smeta}};
-      chain::PostOrThrow(l_, w, "onesided_mw free chain", "L5 WRITE element");
-    }
-    // L6, L7: once L5 is acknowledged, release the reply.
-    chain::PostOrThrow(l_, chain::WaitWr(lcq_, kWorkerSignaled * (s + 1)), "onesided_mw free chain",
-                       "L6 WAIT element");
-    chain::PostOrThrow(l_, chain::EnableWr(f_, f0 + kFreeWrs), "onesided_mw free chain",
-                       "L7 ENABLE reply");
-    // L8 (recycling; unsignaled): a READ of zeros that puts the placeholders
-    // back for this instance's next round: the LOCAL_INVs' rkeys, the
-    // addresses L1, L2 and L5 were given and the staged handle. A step a
-    // CN's wrong counts replay out of order then faults on rkey or address
-    // 0 (or inserts nothing) instead of unbinding last round's windows or
-    // re-inserting last round's entry, which may be someone else's by now.
-    if (rec) {
-      SendWr z;
-      z.wr_id = tag | 8;
-      z.opcode = Opcode::kRead;
-      z.flags = 0;
-      z.remote_addr = scratch_ + kScratchZerosOff;
-      z.rkey = scratch_meta_mr_->rkey();
-      z.sg_list.push_back({f_wqe(0) + WqeLayout::kImmInvQpn, 4, f_ring_meta_mr_->lkey()});
-      z.sg_list.push_back({u_wqe(0) + WqeLayout::kRkey, 8, u_ring_meta_mr_->lkey()});  // bind0
-      for (uint32_t k = 0; k < g; ++k) {  // inv0, inv[k]
-        z.sg_list.push_back({u_wqe(1 + k) + WqeLayout::kImmInvQpn, 4, u_ring_meta_mr_->lkey()});
-      }
-      for (uint32_t i : {0u, 1u, 4u}) {
-        z.sg_list.push_back({l_wqe(i) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()});
-      }
-      z.sg_list.push_back({staged_handle, 8, smeta});
-      chain::PostOrThrow(l_, z, "onesided_mw free chain", "L8 READ zeros");
-    }
-
-    // The RECV(s) that take the CN's request.
-    auto post_recv = [&](const RecvWr& rr) {
-      if (const int rc = f_->PostRecv(rr); rc != 0) {
-        throw fabric::VerbsError(rc, "onesided_mw free chain: posting the RECV on qp " +
-                                         std::to_string(f_->qp_num()) + " failed");
-      }
-    };
-    if (rec) {
-      RecvWr rv;  // C's next instance: every gate's count or index
-      rv.wr_id = 2 * s;
-      const uint64_t c_next = kControlSlotWrs * ((s + 1) % cfg_.max_instances);
-      for (uint32_t i = 0; i < kControlWrs + 1; ++i) {
-        rv.sg_list.push_back(
-            {c_->SendWqeAddr(c_next + i) + WqeLayout::kOperand0, 8, c_ring_data_mr_->lkey()});
-      }
-      post_recv(rv);
-    }
-    {
-      RecvWr rr;
-      rr.wr_id = rec ? 2 * s + 1 : s;
-      rr.sg_list.push_back({l_wqe(0) + WqeLayout::kRemoteAddr, 8, l_ring_data_mr_->lkey()});
-      if (rec) {
-        const uint32_t fl = f_->wq_lkey(), ul = u_->wq_lkey(), ll = l_ring_data_mr_->lkey();
-        rr.sg_list.push_back({f_wqe(1) + WqeLayout::kOperand0, 8, fl});      // F.wait
-        rr.sg_list.push_back({f_wqe(2) + WqeLayout::kOperand0, 8, fl});      // F.enable
-        rr.sg_list.push_back({u_wqe(g + 2) + WqeLayout::kOperand0, 8, ul});  // U.wait
-        rr.sg_list.push_back({u_wqe(g + 3) + WqeLayout::kOperand0, 8, ul});  // U.enable
-        rr.sg_list.push_back({l_wqe(5) + WqeLayout::kOperand0, 8, ll});      // L6
-        rr.sg_list.push_back({l_wqe(6) + WqeLayout::kOperand0, 8, ll});      // L7
-        rr.sg_list.push_back({f_->recv_doorbell_addr(), 4, fl});
-      }
-      post_recv(rr);
-    }
-
-    // C: the gates, all on L's CQ (L does not fault while healthy).
-    const std::vector<uint64_t> cv = ControlValues(s, g, rec);
-    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[0]), "onesided_mw free chain",
-                       "WAIT previous instance");
-    chain::PostOrThrow(c_, chain::WaitWr(frcq_, cv[1]), "onesided_mw free chain", "WAIT request");
-    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[2]), "onesided_mw free chain", "ENABLE L1");
-    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[3]), "onesided_mw free chain", "WAIT L1");
-    chain::PostOrThrow(c_, chain::EnableWr(f_, cv[4]), "onesided_mw free chain", "ENABLE F inv0");
-    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[5]), "onesided_mw free chain", "WAIT L3");
-    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[6]), "onesided_mw free chain", "ENABLE L4");
-    chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[7]), "onesided_mw free chain", "WAIT L4");
-    chain::PostOrThrow(c_, chain::EnableWr(l_, cv[8]), "onesided_mw free chain", "ENABLE L5-L7");
-    if (rec) {
-      chain::PostOrThrow(c_, chain::EnableWr(c_, cv[9]), "onesided_mw free chain",
-                         "ENABLE C's next instance");
-      for (uint32_t k = kControlWrs + 1; k < kControlSlotWrs; ++k)
-        chain::PostOrThrow(c_, chain::NopWr(), "onesided_mw free chain", "C NOP padding");
-    }
-
+    const Bases b{armed_, f_->next_send_index(), u_->next_send_index(), l_->next_send_index(),
+                  scratch_ + kScratchSlotsOff + kSlotBytes * (armed_ % cfg_.max_instances)};
+    PostFreePart(b);
+    PostUnbindPart(b.s, b.slot, b.l0);
+    PostEntryRead(b);
+    PostWorkerSteps(b);
+    if (rec) PostRestore(b);
+    PostRecvs(b);
+    PostControlPart(b);
     ++armed_;
     const uint32_t wrs = rec ? 2 + kFreeWrs + UnbindSlotWrs(g) + kWorkerSlotWrs + kControlSlotWrs
                              : 1 + kFreeWrs + kUnbindWrs(g) + kWorkerWrs + kControlWrs;
@@ -382,6 +216,213 @@ Task<void> FreeChain::Arm(uint32_t n) {
     chain::PostOrThrow(boot_, chain::EnableWr(c_, kControlSlotWrs), "onesided_mw free chain",
                        "ENABLE C's first instance");
     co_await mn_->cpu().Work(cost_post_, 1);
+  }
+}
+
+// F's part of instance s: inv0 (the owner check), WAIT, ENABLE U, reply.
+void FreeChain::PostFreePart(const Bases& b) {
+  const uint32_t g = md_->group_size();
+  const uint64_t tag = b.s << 8;
+  const uint64_t s = b.s;
+  const uint64_t u0 = b.u0;
+  // F: inv0, WAIT, ENABLE U, reply.
+  chain::PostOrThrow(f_, LocalInv(tag | 0x10), "onesided_mw free chain", "F LOCAL_INV MW 0");
+  chain::PostOrThrow(f_, chain::WaitWr(fscq_, 2 * s + 1), "onesided_mw free chain", "F WAIT inv0");
+  chain::PostOrThrow(f_, chain::EnableWr(u_, u0 + kUnbindWrs(g)), "onesided_mw free chain",
+                     "F ENABLE U");
+  {
+    SendWr r;
+    r.wr_id = tag | 0x20;
+    r.opcode = Opcode::kSend;  // zero bytes: the RECV CQE is the answer
+    chain::PostOrThrow(f_, r, "onesided_mw free chain", "F reply SEND");
+  }
+}
+
+// L1: READ the entry named by the request, scattered as the header says.
+void FreeChain::PostEntryRead(const Bases& b) {
+  const uint32_t g = md_->group_size();
+  const uint64_t tag = b.s << 8;
+  const uint64_t f0 = b.f0, u0 = b.u0;
+  auto f_wqe = [&](uint64_t i) { return f_->SendWqeAddr(f0 + i); };
+  auto u_wqe = [&](uint64_t i) { return u_->SendWqeAddr(u0 + i); };
+  const uint64_t slot = b.slot;
+  const uint32_t meta_rkey = md_->meta_mr()->rkey();
+  const uint32_t smeta = scratch_meta_mr_->lkey();
+  // L1: READ the entry named by the request.
+  {
+    SendWr r;
+    r.wr_id = tag | 1;
+    r.opcode = Opcode::kRead;
+    r.remote_addr = 0;  // <- RECV (X); 0 faults
+    r.rkey = meta_rkey;
+    // owner_ptr and handle to the slot U's copy reads; MW 0's record
+    // (base, rkey, new rkey) into U.bind0; MW k's rkey into U.inv[k];
+    // the two copies of MW 0's rkey into F.inv0 and U.inv0.
+    const uint32_t ul = u_ring_meta_mr_->lkey();
+    r.sg_list.push_back({slot + 16, 16, smeta});
+    r.sg_list.push_back({u_wqe(0) + WqeLayout::kRemoteAddr, 16, ul});
+    for (uint32_t k = 1; k < g; ++k) {
+      r.sg_list.push_back({scratch_ + kScratchSinkOff, 12, smeta});  // base, rkey
+      r.sg_list.push_back({u_wqe(1 + k) + WqeLayout::kImmInvQpn, 4, ul});
+    }
+    r.sg_list.push_back({scratch_ + kScratchSinkOff, 8, smeta});  // owner_id
+    r.sg_list.push_back({f_wqe(0) + WqeLayout::kImmInvQpn, 4, f_ring_meta_mr_->lkey()});
+    r.sg_list.push_back({u_wqe(1) + WqeLayout::kImmInvQpn, 4, ul});
+    chain::PostOrThrow(l_, r, "onesided_mw free chain", "L1 READ entry");
+  }
+}
+
+// L2..L7: clear the owner, claim the tail, insert the entry, release the reply.
+void FreeChain::PostWorkerSteps(const Bases& b) {
+  const uint64_t tag = b.s << 8;
+  const uint64_t s = b.s;
+  const uint64_t f0 = b.f0, l0 = b.l0;
+  auto l_wqe = [&](uint64_t i) { return l_->SendWqeAddr(l0 + i); };
+  const uint64_t faa_result = b.slot;         // u64 LE
+  const uint64_t staged_handle = b.slot + 8;  // u64 BE
+  const uint32_t meta_rkey = md_->meta_mr()->rkey();
+  const uint32_t smeta = scratch_meta_mr_->lkey();
+  const Layout& lay = md_->layout();
+  // L2: owner_id := 0.
+  {
+    SendWr w;
+    w.wr_id = tag | 2;
+    w.opcode = Opcode::kWrite;
+    w.flags = fabric::kSignaled | fabric::kFence;  // after L1 landed, whoever enabled it
+    w.remote_addr = 0;                             // <- L1 (owner_ptr)
+    w.rkey = meta_rkey;
+    w.sg_list = {{scratch_ + kScratchZeroOff, 8, smeta}};
+    chain::PostOrThrow(l_, w, "onesided_mw free chain", "L2 WRITE owner_id");
+  }
+  // L3: claim the tail element: tail += 8 inside the ring.
+  chain::PostOrThrow(l_,
+                     chain::RingAdvanceWr(md_->tail_addr(), meta_rkey, lay.HeadBoundaryMask(),
+                                          faa_result, smeta, tag | 3),
+                     "onesided_mw free chain", "L3 masked FAA tail");
+  // L4: the element's address, byte-swapped into L5's remote_addr.
+  {
+    SendWr r;
+    r.wr_id = tag | 4;
+    r.opcode = Opcode::kRead;
+    r.flags = fabric::kSignaled | fabric::kFence;  // after L3's result landed
+    r.remote_addr = faa_result;
+    r.rkey = scratch_meta_mr_->rkey();
+    for (int b = 0; b < 8; ++b) {
+      r.sg_list.push_back({l_wqe(4) + WqeLayout::kRemoteAddr + 7 - b, 1, l_->wq_lkey()});
+    }
+    chain::PostOrThrow(l_, r, "onesided_mw free chain", "L4 swap READ");
+  }
+  // L5: re-insert the entry (its own handle) at the claimed tail element.
+  {
+    SendWr w;
+    w.wr_id = tag | 5;
+    w.opcode = Opcode::kWrite;
+    w.flags = fabric::kSignaled | fabric::kFence;  // after L4 landed
+    w.remote_addr = 0;                             // <- L4
+    w.rkey = meta_rkey;
+    w.sg_list = {{staged_handle, 8, smeta}};
+    chain::PostOrThrow(l_, w, "onesided_mw free chain", "L5 WRITE element");
+  }
+  // L6, L7: once L5 is acknowledged, release the reply.
+  chain::PostOrThrow(l_, chain::WaitWr(lcq_, kWorkerSignaled * (s + 1)), "onesided_mw free chain",
+                     "L6 WAIT element");
+  chain::PostOrThrow(l_, chain::EnableWr(f_, f0 + kFreeWrs), "onesided_mw free chain",
+                     "L7 ENABLE reply");
+}
+
+// L8 (recycling; unsignaled): a READ of zeros that puts the placeholders
+// back for this instance's next round: the LOCAL_INVs' and U.bind0's rkeys,
+// the addresses L1, L2 and L5 were given and the staged handle. A step a
+// CN's wrong counts replay out of order then faults on rkey or address 0 (or
+// inserts nothing) instead of unbinding last round's windows or
+// re-inserting last round's entry, which may be someone else's by now.
+void FreeChain::PostRestore(const Bases& b) {
+  const uint32_t g = md_->group_size();
+  auto f_wqe = [&](uint64_t i) { return f_->SendWqeAddr(b.f0 + i); };
+  auto u_wqe = [&](uint64_t i) { return u_->SendWqeAddr(b.u0 + i); };
+  auto l_wqe = [&](uint64_t i) { return l_->SendWqeAddr(b.l0 + i); };
+  SendWr z;
+  z.wr_id = (b.s << 8) | 8;
+  z.opcode = Opcode::kRead;
+  z.flags = 0;
+  z.remote_addr = scratch_ + kScratchZerosOff;
+  z.rkey = scratch_meta_mr_->rkey();
+  z.sg_list.push_back({f_wqe(0) + WqeLayout::kImmInvQpn, 4, f_ring_meta_mr_->lkey()});
+  z.sg_list.push_back({u_wqe(0) + WqeLayout::kRkey, 8, u_ring_meta_mr_->lkey()});  // bind0
+  for (uint32_t k = 0; k < g; ++k) {                                               // inv0, inv[k]
+    z.sg_list.push_back({u_wqe(1 + k) + WqeLayout::kImmInvQpn, 4, u_ring_meta_mr_->lkey()});
+  }
+  for (uint32_t i : {0u, 1u, 4u}) {
+    z.sg_list.push_back({l_wqe(i) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()});
+  }
+  z.sg_list.push_back({b.slot + 8, 8, scratch_meta_mr_->lkey()});  // the staged handle
+  Post(l_, z, "L8 READ zeros");
+}
+
+// The RECV(s) that take the CN's request (and, recycling, re-arm C's next
+// instance and this instance's tail).
+void FreeChain::PostRecvs(const Bases& b) {
+  const uint32_t g = md_->group_size();
+  const uint64_t s = b.s;
+  auto f_wqe = [&](uint64_t i) { return f_->SendWqeAddr(b.f0 + i); };
+  auto u_wqe = [&](uint64_t i) { return u_->SendWqeAddr(b.u0 + i); };
+  auto l_wqe = [&](uint64_t i) { return l_->SendWqeAddr(b.l0 + i); };
+  const bool rec = cfg_.recycle;
+  auto post_recv = [&](const RecvWr& rr) {
+    if (const int rc = f_->PostRecv(rr); rc != 0) {
+      throw fabric::VerbsError(rc, "onesided_mw free chain: posting the RECV on qp " +
+                                       std::to_string(f_->qp_num()) + " failed");
+    }
+  };
+  if (rec) {
+    RecvWr rv;  // C's next instance: every gate's count or index
+    rv.wr_id = 2 * s;
+    const uint64_t c_next = kControlSlotWrs * ((s + 1) % cfg_.max_instances);
+    for (uint32_t i = 0; i < kControlWrs + 1; ++i) {
+      rv.sg_list.push_back(
+          {c_->SendWqeAddr(c_next + i) + WqeLayout::kOperand0, 8, c_ring_data_mr_->lkey()});
+    }
+    post_recv(rv);
+  }
+  {
+    RecvWr rr;
+    rr.wr_id = rec ? 2 * s + 1 : s;
+    rr.sg_list.push_back({l_wqe(0) + WqeLayout::kRemoteAddr, 8, l_ring_data_mr_->lkey()});
+    if (rec) {
+      const uint32_t fl = f_->wq_lkey(), ul = u_->wq_lkey(), ll = l_ring_data_mr_->lkey();
+      rr.sg_list.push_back({f_wqe(1) + WqeLayout::kOperand0, 8, fl});      // F.wait
+      rr.sg_list.push_back({f_wqe(2) + WqeLayout::kOperand0, 8, fl});      // F.enable
+      rr.sg_list.push_back({u_wqe(g + 2) + WqeLayout::kOperand0, 8, ul});  // U.wait
+      rr.sg_list.push_back({u_wqe(g + 3) + WqeLayout::kOperand0, 8, ul});  // U.enable
+      rr.sg_list.push_back({l_wqe(5) + WqeLayout::kOperand0, 8, ll});      // L6
+      rr.sg_list.push_back({l_wqe(6) + WqeLayout::kOperand0, 8, ll});      // L7
+      rr.sg_list.push_back({f_->recv_doorbell_addr(), 4, fl});
+    }
+    post_recv(rr);
+  }
+}
+
+// C: the gates, all on L's CQ (L does not fault while healthy).
+void FreeChain::PostControlPart(const Bases& b) {
+  const uint32_t g = md_->group_size();
+  const bool rec = cfg_.recycle;
+  const uint64_t s = b.s;
+  const std::vector<uint64_t> cv = ControlValues(s, g, rec);
+  chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[0]), "onesided_mw free chain",
+                     "WAIT previous instance");
+  chain::PostOrThrow(c_, chain::WaitWr(frcq_, cv[1]), "onesided_mw free chain", "WAIT request");
+  chain::PostOrThrow(c_, chain::EnableWr(l_, cv[2]), "onesided_mw free chain", "ENABLE L1");
+  chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[3]), "onesided_mw free chain", "WAIT L1");
+  chain::PostOrThrow(c_, chain::EnableWr(f_, cv[4]), "onesided_mw free chain", "ENABLE F inv0");
+  chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[5]), "onesided_mw free chain", "WAIT L3");
+  chain::PostOrThrow(c_, chain::EnableWr(l_, cv[6]), "onesided_mw free chain", "ENABLE L4");
+  chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[7]), "onesided_mw free chain", "WAIT L4");
+  chain::PostOrThrow(c_, chain::EnableWr(l_, cv[8]), "onesided_mw free chain", "ENABLE L5-L7");
+  if (rec) {
+    chain::PostOrThrow(c_, chain::EnableWr(c_, cv[9]), "onesided_mw free chain",
+                       "ENABLE C's next instance");
+    for (uint32_t k = kControlWrs + 1; k < kControlSlotWrs; ++k)
+      chain::PostOrThrow(c_, chain::NopWr(), "onesided_mw free chain", "C NOP padding");
   }
 }
 

@@ -247,7 +247,17 @@ class FreeChain {
 
  private:
   FreeChain() = default;
+  // Instance s's first WQE index on F, U and L, and its scratch slot.
+  struct Bases {
+    uint64_t s = 0, f0 = 0, u0 = 0, l0 = 0, slot = 0;
+  };
+  void PostFreePart(const Bases& b);
   void PostUnbindPart(uint64_t s, uint64_t slot, uint64_t l0);
+  void PostEntryRead(const Bases& b);
+  void PostWorkerSteps(const Bases& b);
+  void PostRestore(const Bases& b);
+  void PostRecvs(const Bases& b);
+  void PostControlPart(const Bases& b);
 
   fabric::Cluster* cluster_ = nullptr;
   fabric::Node* mn_ = nullptr;
