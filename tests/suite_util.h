@@ -19,10 +19,10 @@ namespace dmb::testing {
     ADD_FAILURE() << "CO_ASSERT_TRUE(" #c ")"; \
     co_return;                                 \
   }
-#define CO_ASSERT_OK(st)                                    \
-  if (!(st).ok()) {                                         \
-    ADD_FAILURE() << #st << " failed: " << (st).ToString(); \
-    co_return;                                              \
+#define CO_ASSERT_OK(expr)                                             \
+  if (const auto co_assert_st_ = (expr); !co_assert_st_.ok()) {        \
+    ADD_FAILURE() << #expr << " failed: " << co_assert_st_.ToString(); \
+    co_return;                                                         \
   }
 
 // Every approach, and every suite variant it declares, as "system" or

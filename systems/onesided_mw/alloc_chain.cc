@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "systems/common/chain_teardown.h"
 #include "systems/common/chain_wr.h"
 
 namespace dmb::systems::onesided_mw {
@@ -425,6 +426,25 @@ Task<void> AllocChain::Quiesce(fabric::Runtime* rt) {
     if (ln.l->state() != QpState::kErr) ln.l->Modify(QpState::kErr);
   }
   if (a_->state() != QpState::kErr) a_->Modify(QpState::kErr);
+}
+
+Task<void> AllocChain::Destroy() {
+  co_await Quiesce(&cluster_->runtime());  // L idle: nothing in flight touches the rings
+  chain::ChainParts parts;
+  parts.mrs = {a_ring_meta_mr_, scratch_meta_mr_, scratch_data_mr_};
+  parts.qps = {a_, boot_};
+  parts.cqs = {rcq_, acq_, gcq_};
+  for (const Lane& ln : lanes_) {
+    parts.mrs.push_back(ln.c_ring_data_mr);
+    parts.qps.push_back(ln.l);
+    parts.qps.push_back(ln.c);
+    parts.cqs.push_back(ln.lcq);
+  }
+  parts.scratch = scratch_;
+  parts.scratch_bytes = scratch_meta_mr_->length();
+  lanes_.clear();
+  a_ = boot_ = nullptr;
+  co_await chain::Teardown(mn_, std::move(parts));
 }
 
 int64_t AllocChain::LastStarted(uint32_t w) const {

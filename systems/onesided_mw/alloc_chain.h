@@ -238,6 +238,10 @@ class AllocChain {
   // every L once every step it started has completed, then A and B. The CN's end of A
   // sees the next SEND fail.
   Task<void> Quiesce(fabric::Runtime* rt);
+  // Quiesces the chain (read Inspect before) and gives its QPs (and their
+  // rings), CQs, MRs and scratch back to the MN (MN CPU, after a rebuild).
+  // The chain is unusable afterwards.
+  Task<void> Destroy();
   // What request `m` (absolute, 0-based) did on its lane's L, read after
   // Quiesce. L's steps run in order and each is counted when started, so `steps` says
   // exactly which effects happened: 1 the claim (head FAA), 4 the element

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "systems/common/chain_teardown.h"
 #include "systems/common/chain_wr.h"
 
 namespace dmb::systems::onesided_mw {
@@ -454,6 +455,19 @@ Task<void> FreeChain::Quiesce(fabric::Runtime* rt) {
     co_await rt->SleepFor(kPsPerUs);
   }
   if (l_->state() != QpState::kErr) l_->Modify(QpState::kErr);
+}
+
+Task<void> FreeChain::Destroy(fabric::Runtime* rt) {
+  co_await Quiesce(rt);  // L idle: nothing in flight touches the rings
+  chain::ChainParts parts;
+  parts.mrs = {c_ring_data_mr_, l_ring_data_mr_,  f_ring_meta_mr_,
+               u_ring_meta_mr_, scratch_meta_mr_, scratch_data_mr_};
+  parts.qps = {c_, boot_, f_, u_, l_};
+  parts.cqs = {frcq_, fscq_, ucq_, lcq_, ccq_};
+  parts.scratch = scratch_;
+  parts.scratch_bytes = scratch_meta_mr_->length();
+  f_ = u_ = l_ = c_ = boot_ = nullptr;
+  co_await chain::Teardown(mn_, std::move(parts));
 }
 
 FreeChain::Progress FreeChain::Inspect() const {

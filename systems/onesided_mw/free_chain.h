@@ -233,6 +233,10 @@ class FreeChain {
   // once every step it started has completed (a control-path poll), so
   // Inspect sees effects, not steps in flight.
   Task<void> Quiesce(fabric::Runtime* rt);
+  // Quiesces the chain (read Inspect and frees_done() before) and gives its
+  // QPs (and their rings), CQs, MRs and scratch back to the MN (MN CPU, after
+  // a rebuild). The chain is unusable afterwards.
+  Task<void> Destroy(fabric::Runtime* rt);
   // What the last instance L started did, read after Quiesce. L's steps run
   // in order: steps >= 2 means L2 cleared the entry's owner, >= 3 that L3
   // claimed the tail element `element`, >= 5 that L5 wrote the entry there.

@@ -40,7 +40,8 @@ OsmwMn::OsmwMn(const Deployment& d, const Knobs& k)
       lanes_(AllocLanes(k)),
       empty_watch_(static_cast<Ps>(k.Int("empty_watch_us")) * kPsPerUs),
       monitor_period_(static_cast<Ps>(k.Int("monitor_period_us")) * kPsPerUs),
-      budget_(static_cast<uint64_t>(k.Int("budget_chunks"))) {
+      budget_(static_cast<uint64_t>(k.Int("budget_chunks"))),
+      max_renewals_(static_cast<uint64_t>(k.Int("max_renewals"))) {
   if (!std::has_single_bit(instances_)) {
     throw ConfigError("onesided_mw: chain_instances must be a power of two (4..256), got " +
                       std::to_string(instances_));
@@ -143,11 +144,17 @@ Task<std::unique_ptr<AllocChain>> OsmwMn::NewAllocChain(uint32_t cn, uint32_t fr
 Task<uint32_t> OsmwMn::OpenPair(uint32_t cn, fabric::Qp* cn_alloc_qp, fabric::Qp* cn_free_qp) {
   auto p = std::make_unique<Pair>();
   p->cn = cn;
-  p->free = co_await NewFreeChain(cn_free_qp);
-  p->alloc = co_await NewAllocChain(cn, p->free->free_qp()->qp_num(), cn_alloc_qp);
-  if (cut(cn)) {
-    co_await p->alloc->Quiesce(&runtime());
-    p->stopped_why = "onesided_mw: CN " + std::to_string(cn) + " is over its budget";
+  if (const auto it = closed_.find(cn); it != closed_.end()) {
+    // No chains: the CN's QPs stay unconnected and RenewAlloc/RenewFree say why.
+    p->stopped_why = it->second;
+    p->stopped_code = Code::kLaneBroken;
+  } else {
+    p->free = co_await NewFreeChain(cn_free_qp);
+    if (cut(cn)) {
+      p->stopped_why = "onesided_mw: CN " + std::to_string(cn) + " is over its budget";
+    } else {
+      p->alloc = co_await NewAllocChain(cn, p->free->free_qp()->qp_num(), cn_alloc_qp);
+    }
   }
   pairs_.push_back(std::move(p));
   co_return static_cast<uint32_t>(pairs_.size() - 1);
@@ -225,6 +232,50 @@ Task<void> OsmwMn::ReclaimEntry(uint32_t i) {
 }
 
 Task<bool> OsmwMn::RetireAlloc(Pair& p) {
+  const bool empty = co_await RepairAlloc(p);
+  co_await p.alloc->Destroy();
+  p.alloc.reset();
+  co_return empty;
+}
+
+Task<void> OsmwMn::DropFree(Pair& p) {
+  if (!p.free) co_return;
+  co_await p.free->Quiesce(&runtime());
+  co_await RepairFree(*p.free);
+  p.frees_before += p.free->frees_done();
+  co_await p.free->Destroy(&runtime());
+  p.free.reset();
+}
+
+Task<void> OsmwMn::StopChains(uint32_t cn, bool frees_too) {
+  for (auto& p : pairs_) {
+    if (p->cn != cn) continue;
+    if (p->alloc) co_await p->alloc->Quiesce(&runtime());
+    if (frees_too && p->free) co_await p->free->Quiesce(&runtime());
+  }
+}
+
+Task<bool> OsmwMn::ChargeRenewal(uint32_t cn) {
+  if (++renewals_[cn] <= max_renewals_) co_return true;
+  const std::string why = "onesided_mw: CN " + std::to_string(cn) + " caused more than " +
+                          std::to_string(max_renewals_) +
+                          " chain renewals (refused frees, faulted allocation requests: "
+                          "max_renewals); the MN closed its management pairs, so its "
+                          "allocations and frees fail from now on";
+  closed_[cn] = why;
+  ++st_.cns_closed;
+  co_await StopChains(cn, true);
+  for (auto& q : pairs_) {
+    if (q->cn != cn) continue;
+    if (q->alloc) (void)co_await RetireAlloc(*q);
+    co_await DropFree(*q);
+    q->stopped_why = why;
+    q->stopped_code = Code::kLaneBroken;
+  }
+  co_return false;
+}
+
+Task<bool> OsmwMn::RepairAlloc(Pair& p) {
   AllocChain& c = *p.alloc;
   co_await c.Quiesce(&runtime());
   const uint64_t taken = c.requests_taken();
@@ -262,10 +313,18 @@ Task<bool> OsmwMn::RepairLane(AllocChain& c, uint32_t w) {
 
 Task<Status> OsmwMn::RenewAlloc(uint32_t pair, fabric::Qp* cn_alloc_qp) {
   Pair& p = *pairs_.at(pair);
-  if (!p.stopped_why.empty()) co_return Status(Code::kOutOfMemory, p.stopped_why);
   co_await repair_.Lock();
+  if (!p.alloc) {
+    repair_.Unlock();
+    co_return Status(p.stopped_code, p.stopped_why);
+  }
   const bool was_empty = co_await RetireAlloc(p);
   ++st_.alloc_renewals;
+  // An empty queue is the protocol's out-of-memory path, not the CN's fault.
+  if (!was_empty && !co_await ChargeRenewal(p.cn)) {
+    repair_.Unlock();
+    co_return Status(p.stopped_code, p.stopped_why);
+  }
   p.alloc = co_await NewAllocChain(p.cn, p.free->free_qp()->qp_num(), cn_alloc_qp);
   if (was_empty) {
     ++st_.empty_faults;
@@ -332,19 +391,26 @@ Task<void> OsmwMn::RepairFree(FreeChain& f) {
   ++st_.frees_finished;
 }
 
-Task<void> OsmwMn::RenewFree(uint32_t pair, fabric::Qp* cn_free_qp, fabric::Qp* cn_alloc_qp,
-                             std::vector<uint64_t> held) {
+Task<Status> OsmwMn::RenewFree(uint32_t pair, fabric::Qp* cn_free_qp, fabric::Qp* cn_alloc_qp,
+                               std::vector<uint64_t> held) {
   Pair& p = *pairs_.at(pair);
   co_await repair_.Lock();
-  co_await p.free->Quiesce(&runtime());
-  co_await RepairFree(*p.free);
-  p.frees_before += p.free->frees_done();
+  if (!p.free || !co_await ChargeRenewal(p.cn)) {
+    repair_.Unlock();
+    co_return Status(Code::kLaneBroken, p.stopped_why);
+  }
+  // The old chain is destroyed once MW 0 has moved off its Free QP (rxe
+  // holds a QP while windows are bound to it).
+  std::unique_ptr<FreeChain> old = std::move(p.free);
+  co_await old->Quiesce(&runtime());
+  co_await RepairFree(*old);
+  p.frees_before += old->frees_done();
   ++st_.free_renewals;
   p.free = co_await NewFreeChain(cn_free_qp);
   const uint32_t new_f = p.free->free_qp()->qp_num();
   // The allocation chain's BIND of MW 0 names the old Free QP (fixed when
   // posted): it is rebuilt too.
-  if (p.stopped_why.empty()) {
+  if (p.alloc) {
     (void)co_await RetireAlloc(p);
     p.alloc = co_await NewAllocChain(p.cn, new_f, cn_alloc_qp);
   }
@@ -360,7 +426,9 @@ Task<void> OsmwMn::RenewFree(uint32_t pair, fabric::Qp* cn_free_qp, fabric::Qp* 
     }
     co_await RebindMw0(static_cast<uint32_t>(i), new_f);
   }
+  co_await old->Destroy(&runtime());
   repair_.Unlock();
+  co_return Status::Ok();
 }
 
 Task<void> OsmwMn::SweepAndMaybeReopen() {
@@ -398,14 +466,15 @@ Task<void> OsmwMn::EmptyWatcher() {
   watcher_running_ = false;
 }
 
-uint64_t OsmwMn::Held(uint32_t cn) const {
+uint64_t OsmwMn::Charged(uint32_t cn) const {
   uint64_t allocs = 0, frees = 0;
   for (const auto& p : pairs_) {
     if (p->cn != cn) continue;
-    allocs += p->allocs_before + std::max(p->alloc->requests_taken(), p->alloc->claims_started());
-    frees += p->frees_before + p->free->frees_done();
+    allocs += p->allocs_before;
+    if (p->alloc) allocs += std::max(p->alloc->requests_taken(), p->alloc->claims_started());
+    frees += p->frees_before + (p->free ? p->free->frees_done() : 0);
   }
-  return allocs > frees ? allocs - frees : 0;
+  return (allocs > frees ? allocs - frees : 0) + renewals(cn);
 }
 
 // The DoS monitor ([OSMW] §4.4): reads each CN's management-QP counters.
@@ -416,15 +485,17 @@ Task<void> OsmwMn::Monitor() {
     co_await repair_.Lock();
     for (auto& [cn, n] : notices_) {
       co_await BookkeepingCost();
-      if (cut(cn) || Held(cn) <= budget_) continue;
+      if (cut(cn) || Charged(cn) <= budget_) continue;
       cut_[cn] = true;
       ++st_.cns_cut;
+      co_await StopChains(cn, false);
       for (auto& p : pairs_) {
-        if (p->cn != cn || !p->stopped_why.empty()) continue;
+        if (p->cn != cn || !p->alloc) continue;
         (void)co_await RetireAlloc(*p);
         p->stopped_why = "onesided_mw: CN " + std::to_string(cn) +
                          " held more than its budget of " + std::to_string(budget_) +
-                         " chunks; the MN stopped its allocation chains (frees still work)";
+                         " chunks (chain renewals it caused count as chunks); the MN stopped "
+                         "its allocation chains (frees still work)";
       }
     }
     repair_.Unlock();
@@ -433,12 +504,12 @@ Task<void> OsmwMn::Monitor() {
 
 Task<ReclaimReport> OsmwMn::ReclaimCn(uint32_t cn) {
   co_await repair_.Lock();
+  co_await StopChains(cn, true);
   for (auto& p : pairs_) {
     if (p->cn != cn) continue;
-    if (p->stopped_why.empty()) (void)co_await RetireAlloc(*p);
+    if (p->alloc) (void)co_await RetireAlloc(*p);
+    co_await DropFree(*p);
     p->stopped_why = "onesided_mw: CN " + std::to_string(cn) + " was declared crashed";
-    co_await p->free->Quiesce(&runtime());
-    co_await RepairFree(*p->free);
   }
   if (auto it = notices_.find(cn); it != notices_.end()) it->second.qp->Modify(QpState::kErr);
   ReclaimReport rep;
@@ -563,6 +634,10 @@ Task<Result<Chunk>> OsmwCn::Alloc(AccessGroup& g) {
   // retries once on the new one.
   for (int attempt = 0;; ++attempt) {
     Result<Chunk> r;
+    if (!p.closed_why.empty()) {
+      r.status = Status(Code::kLaneBroken, p.closed_why);
+      co_return r;
+    }
     if (notice() == kNoticeEmpty) {
       // The MN said the queue ran dry: ask before spending a chain on it.
       r.status = co_await Mn().Probe();
@@ -578,6 +653,7 @@ Task<Result<Chunk>> OsmwCn::Alloc(AccessGroup& g) {
       co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 3);
       r.status = co_await Mn().RenewAlloc(p.id, p.alloc->qp());
       p.renewal = r.status;
+      if (Mn().closed(cn_index_)) p.closed_why = r.status.message();
       p.alloc_lock.Unlock();
       co_return r;
     }
@@ -606,6 +682,10 @@ Task<Status> OsmwCn::Free(AccessGroup& g, const Chunk& c) {
   // A handle this CN was not granted still goes to the chain, which refuses it.
   Pair& p = it != pair_of_handle_.end() ? *it->second : PairFor(g);
   co_await p.free_lock.Lock();
+  if (!p.closed_why.empty()) {
+    p.free_lock.Unlock();
+    co_return Status(Code::kLaneBroken, p.closed_why);
+  }
   Status st = co_await p.free->Free(c.id, timeout_);
   if (st.ok()) {
     p.free_lock.Unlock();
@@ -619,7 +699,14 @@ Task<Status> OsmwCn::Free(AccessGroup& g, const Chunk& c) {
   p.free = NewFreeClient(p);
   p.alloc = NewAllocClient(p);
   co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 6);
-  co_await Mn().RenewFree(p.id, p.free->qp(), p.alloc->qp(), std::move(held));
+  const Status renewed =
+      co_await Mn().RenewFree(p.id, p.free->qp(), p.alloc->qp(), std::move(held));
+  if (!renewed.ok()) {
+    p.closed_why = renewed.message();
+    p.free_lock.Unlock();
+    co_return Status(Code::kLaneBroken, "onesided_mw: the MN's free chain refused chunk " +
+                                            std::to_string(c.id) + ", and: " + renewed.message());
+  }
   p.free_lock.Unlock();
   co_return Status(Code::kNotOwner,
                    "onesided_mw: the MN's free chain refused chunk " + std::to_string(c.id) +
@@ -661,8 +748,14 @@ const SystemInfo kOneSidedMw{
       "a CN declares its chain faulted after this long without a reply", 1, 100000000},
      {"empty_watch_us", KnobKind::kInt, "100",
       "while the queue is empty the MN CPU sweeps it this often", 1, 100000000},
-     {"budget_chunks", KnobKind::kInt, "0", "DoS budget: chunks a CN may hold (0 = no monitor)", 0,
-      int64_t{1} << 40},
+     {"budget_chunks", KnobKind::kInt, "0",
+      "DoS budget: chunks a CN may hold, each chain renewal it caused counting as one (0 = no "
+      "monitor)",
+      0, int64_t{1} << 40},
+     {"max_renewals", KnobKind::kInt, "64",
+      "chain renewals a CN may cause (refused frees, faulted allocation requests) before the MN "
+      "closes its pairs",
+      0, int64_t{1} << 40},
      {"monitor_period_us", KnobKind::kInt, "1000", "budget monitor period", 1, 100000000}},
     [](const Deployment& d, const Knobs& k) -> std::unique_ptr<MemoryManager> {
       return std::make_unique<BasicManager<OsmwMn, OsmwCn>>("onesided_mw", d, k);

@@ -43,14 +43,24 @@
 //  - A refused free (not the owner, forged handle, double free) kills that
 //    pair's free chain; RenewFree arms a new one and moves MW 0 of the
 //    entries the CN still holds through that pair to it (owner-checked).
-//  - ReclaimCn stops the CN's chains and returns every entry whose owner_id
-//    is that CN's (unbind, owner_id := 0, enqueue).
+//  - Every renewal destroys the chains it replaces (their QPs, rings, CQs,
+//    MRs and scratch go back to the MN: MN memory stays flat however many
+//    renewals a CN forces). A renewal the CN caused (a refused free, a
+//    faulted allocation that was not an empty queue) counts against it: past
+//    max_renewals (default 64) the MN closes all of the CN's pairs (chains
+//    destroyed; its allocations and frees fail with kLaneBroken saying why;
+//    what it holds comes back through ReclaimCn), and with a budget each
+//    renewal also counts as one chunk held.
+//  - ReclaimCn stops and destroys the CN's chains and returns every entry
+//    whose owner_id is that CN's (unbind, owner_id := 0, enqueue).
 //  - Budget ([OSMW] §4.4 "Protection against DoS"): with budget_chunks > 0,
-//    every monitor_period_us the MN reads each CN's management-QP counters
-//    (claims its allocation chains started minus frees that completed:
-//    FreeChain::frees_done, never a request merely received) and stops the allocation
-//    chains of a CN holding more than the budget; its allocations then fail
-//    with kOutOfMemory "over budget"; frees keep working.
+//    every monitor_period_us the MN reads each CN's chain counters (claims
+//    its allocation chains started minus frees that completed:
+//    FreeChain::frees_done, never a request merely received; plus the
+//    renewals it caused) and stops the allocation chains of a CN over the
+//    budget; its allocations then fail with kOutOfMemory "over budget"; frees
+//    keep working. The monitor is periodic: a CN allocating faster than one
+//    scan can go past the budget by what it allocates between two scans.
 #pragma once
 
 #include <map>
@@ -79,6 +89,7 @@ struct OsmwStats {
   uint64_t entries_reclaimed = 0;  // half-granted after a bad request, or a crashed CN's
   uint64_t elements_moved = 0;     // RingRepair::Sweep
   uint64_t cns_cut = 0;            // over budget
+  uint64_t cns_closed = 0;         // over max_renewals
   uint64_t monitor_scans = 0;
   uint64_t frees_finished = 0;  // frees the MN stopped between L2 and L5 (RepairFree)
 };
@@ -96,9 +107,11 @@ class OsmwMn : public MnBase {
   Task<Status> RenewAlloc(uint32_t pair, fabric::Qp* cn_alloc_qp);
   // A free on `pair` was refused: new free and allocation chains, connected
   // to the CN's fresh QPs; MW 0 of `held` (handles the CN holds through this
-  // pair, owner-checked) moves to the new Free QP.
-  Task<void> RenewFree(uint32_t pair, fabric::Qp* cn_free_qp, fabric::Qp* cn_alloc_qp,
-                       std::vector<uint64_t> held);
+  // pair, owner-checked) moves to the new Free QP; the old chains are
+  // destroyed. kLaneBroken (nothing rebuilt) when the CN is past
+  // max_renewals (this renewal closed its pairs) or the pair is closed.
+  Task<Status> RenewFree(uint32_t pair, fabric::Qp* cn_free_qp, fabric::Qp* cn_alloc_qp,
+                         std::vector<uint64_t> held);
   // kOk when the next allocation can succeed, else kOutOfMemory.
   Task<Status> Probe();
 
@@ -108,6 +121,13 @@ class OsmwMn : public MnBase {
   const OsmwStats& osmw_stats() const { return st_; }
   bool empty() const { return empty_; }
   bool cut(uint32_t cn) const { return cut_.count(cn) > 0; }
+  // Past max_renewals: its pairs are closed.
+  bool closed(uint32_t cn) const { return closed_.count(cn) > 0; }
+  // Chain renewals CN `cn` caused (what max_renewals limits).
+  uint64_t renewals(uint32_t cn) const {
+    const auto it = renewals_.find(cn);
+    return it == renewals_.end() ? 0 : it->second;
+  }
   // Tests: the chains of pair `i`.
   const FreeChain& free_chain(uint32_t i) const { return *pairs_.at(i)->free; }
   // MN QPs that carry chains (for the offload accounting in tests).
@@ -123,11 +143,12 @@ class OsmwMn : public MnBase {
  private:
   struct Pair {
     uint32_t cn = 0;
-    std::unique_ptr<AllocChain> alloc;
-    std::unique_ptr<FreeChain> free;
-    uint64_t allocs_before = 0;  // requests taken by retired allocation chains
-    uint64_t frees_before = 0;   // completed frees of the pair's retired free chains
-    std::string stopped_why;     // over budget or crashed: the allocation chain stays down
+    std::unique_ptr<AllocChain> alloc;  // null: stopped (see stopped_why)
+    std::unique_ptr<FreeChain> free;    // null: closed or crashed
+    uint64_t allocs_before = 0;         // claims of the pair's destroyed allocation chains
+    uint64_t frees_before = 0;          // completed frees of its destroyed free chains
+    std::string stopped_why;            // over budget, over max_renewals, crashed
+    Code stopped_code = Code::kOutOfMemory;
   };
   struct Notice {
     fabric::Qp* qp = nullptr;  // MN end
@@ -137,9 +158,20 @@ class OsmwMn : public MnBase {
   Task<std::unique_ptr<AllocChain>> NewAllocChain(uint32_t cn, uint32_t free_qpn,
                                                   fabric::Qp* cn_qp);
   Task<std::unique_ptr<FreeChain>> NewFreeChain(fabric::Qp* cn_qp);
-  // Stops `p`'s allocation chain and repairs what its last request left.
-  // Returns true when that request found the queue empty.
+  // Stops `p`'s allocation chain, repairs what its last requests left and
+  // destroys it (p.alloc becomes null). True when a request found the queue
+  // empty.
   Task<bool> RetireAlloc(Pair& p);
+  Task<bool> RepairAlloc(Pair& p);
+  // Stops, repairs and destroys `p`'s free chain, keeping its count of frees.
+  Task<void> DropFree(Pair& p);
+  // Counts a renewal CN `cn` caused; past max_renewals closes all its pairs
+  // (chains destroyed) and returns false. Under repair_.
+  Task<bool> ChargeRenewal(uint32_t cn);
+  // Stops every chain of `cn` at once (allocation chains; free chains too
+  // when `frees_too`), before the slower repair and teardown of each:
+  // nothing the CN sent meanwhile runs on a chain that is being retired.
+  Task<void> StopChains(uint32_t cn, bool frees_too);
   Task<bool> RepairLane(AllocChain& c, uint32_t w);
   Task<void> RepairFree(FreeChain& f);
   // Unbinds entry i's windows, clears owner_id and enqueues it.
@@ -154,7 +186,9 @@ class OsmwMn : public MnBase {
   Task<void> SweepAndMaybeReopen();
   Task<void> EmptyWatcher();
   Task<void> Monitor();
-  uint64_t Held(uint32_t cn) const;
+  // What the budget monitor holds against `cn`: chunks it holds (claims
+  // minus completed frees) plus the renewals it caused.
+  uint64_t Charged(uint32_t cn) const;
 
   uint32_t g_ = 3;
   uint64_t chunk_bytes_ = 4096;
@@ -163,13 +197,16 @@ class OsmwMn : public MnBase {
   Ps empty_watch_ = 0;
   Ps monitor_period_ = 0;
   uint64_t budget_ = 0;
+  uint64_t max_renewals_ = 64;
   fabric::Mr* pool_mr_ = nullptr;
   std::unique_ptr<Metadata> md_;
   std::unique_ptr<RingRepair> ring_;
   std::vector<std::unique_ptr<Pair>> pairs_;
   std::map<uint32_t, Notice> notices_;
   std::map<uint32_t, bool> cut_;
-  fabric::Mr* notice_src_mr_ = nullptr;  // 16 B: kNoticeOk, kNoticeEmpty
+  std::map<uint32_t, uint64_t> renewals_;   // caused by each CN
+  std::map<uint32_t, std::string> closed_;  // CNs past max_renewals, and why
+  fabric::Mr* notice_src_mr_ = nullptr;     // 16 B: kNoticeOk, kNoticeEmpty
   uint64_t notice_src_ = 0;
   fabric::Cq* notice_cq_ = nullptr;
   fabric::Cq* reclaim_cq_ = nullptr;
@@ -202,8 +239,9 @@ class OsmwCn : public CnBase {
     // while another renews the pair.
     std::shared_ptr<AllocClient> alloc;
     std::unique_ptr<FreeClient> free;
-    CoMutex alloc_lock;  // one renewal at a time
-    Status renewal;      // what the last renewal of the alloc chain reported
+    CoMutex alloc_lock;      // one renewal at a time
+    Status renewal;          // what the last renewal of the alloc chain reported
+    std::string closed_why;  // the MN closed this CN's pairs (max_renewals)
     CoMutex free_lock;
   };
   OsmwMn& Mn();

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <map>
 #include <set>
@@ -18,10 +19,10 @@ namespace {
 using microbench::Testbed;
 using microbench::TestbedSpec;
 
-#define CO_ASSERT_OK(st)                                    \
-  if (!(st).ok()) {                                         \
-    ADD_FAILURE() << #st << " failed: " << (st).ToString(); \
-    co_return;                                              \
+#define CO_ASSERT_OK(expr)                                             \
+  if (const auto co_assert_st_ = (expr); !co_assert_st_.ok()) {        \
+    ADD_FAILURE() << #expr << " failed: " << co_assert_st_.ToString(); \
+    co_return;                                                         \
   }
 
 TestbedSpec Spec(int cns, std::map<std::string, std::string> knobs = {},
@@ -37,6 +38,8 @@ TestbedSpec Spec(int cns, std::map<std::string, std::string> knobs = {},
 OsmwMn& Mn(Testbed& tb) { return dynamic_cast<OsmwMn&>(tb.mm().mn()); }
 OsmwCn& Cn(Testbed& tb, size_t i) { return dynamic_cast<OsmwCn&>(tb.cn(i)); }
 int OffloadedQps(Testbed& tb) { return static_cast<sim::SimNode*>(tb.mn_node())->offloaded_qps(); }
+// One past the highest MN address in use (the sim's memory footprint).
+uint64_t MnTop(Testbed& tb) { return static_cast<sim::SimNode*>(tb.mn_node())->mem().top(); }
 
 // Entries neither in the free queue nor owned (lost for good), and entries
 // queued twice.
@@ -310,7 +313,8 @@ TEST(OneSidedMw, APreAuthorizedFreeNeverReleasesAnotherCnsEntry) {
     // The CN side of a refused free: fresh clients, the MN renews both chains.
     ac = raw.NewAlloc(kK, kLanes);
     fc = raw.NewFree(kK);
-    co_await mn.RenewFree(pair, fc->qp(), ac->qp(), {});
+    const Status renewed = co_await mn.RenewFree(pair, fc->qp(), ac->qp(), {});
+    CO_ASSERT_OK(renewed);
     // Drain the queue, looking for the victim's chunk.
     for (; *tries < 300; ++*tries) {
       auto g = co_await ac->Allocate(qpns, 300 * kPsPerUs);
@@ -543,6 +547,109 @@ TEST(OneSidedMw, EmptyQueueFailsCleanlyAndNeverDuplicates) {
   EmptyQueueFailsCleanlyAndNeverDuplicates(8);
 }
 
+// Every refused free makes the MN rebuild the CN's chains (RenewFree). The
+// old chains' QPs, rings, CQs, MRs and scratch go back to the MN, so MN
+// memory in use stays where the first renewal left it over 10,000 of them
+// (before: +65,536 B per renewal at 4 instances, and the MN ran out of
+// memory after a few thousand).
+TEST(OneSidedMw, RenewalsGiveTheOldChainsMemoryBack) {
+  constexpr int kRenewals = 10000;
+  Testbed tb(Spec(1, {{"max_renewals", std::to_string(kRenewals)}}));
+  uint64_t first = 0, last = 0, first_top = 0, max_top = 0;
+  int done = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  tb.Run([](Testbed& tb, uint64_t* first, uint64_t* last, uint64_t* first_top, uint64_t* max_top,
+            int* done) -> Task<void> {
+    fabric::Memory& mem = tb.mn_node()->memory();
+    AccessGroup* g = co_await tb.cn(0).OpenGroup(2, 1 << 16);
+    auto own = co_await tb.cn(0).Alloc(*g);
+    CO_ASSERT_OK(own.status);
+    Chunk forged = own.value;
+    forged.id = 0;  // names no entry: refused, the chains are rebuilt
+    for (*done = 0; *done < kRenewals; ++*done) {
+      const Status st = co_await tb.cn(0).Free(*g, forged);
+      if (st.code() != Code::kNotOwner) {
+        ADD_FAILURE() << "renewal " << *done << ": " << st.ToString();
+        co_return;
+      }
+      if (*done == 0) {
+        *first = mem.in_use_bytes();
+        *first_top = MnTop(tb);
+      }
+      *last = mem.in_use_bytes();
+      *max_top = std::max(*max_top, MnTop(tb));
+      if (*last != *first) {
+        ADD_FAILURE() << "renewal " << *done << " kept " << (*last - *first) / *done
+                      << " B of MN memory per renewal";
+        co_return;
+      }
+    }
+    // The chains still work: the CN frees its own chunk.
+    CO_ASSERT_OK(co_await tb.cn(0).Free(*g, own.value));
+  }(tb, &first, &last, &first_top, &max_top, &done));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << done << " forced renewals: MN memory in use " << first << " B after the first, "
+            << last << " B after the last; highest address in use " << first_top << " after the "
+            << "first, " << max_top << " at most (" << secs * 1e3 / std::max(done, 1)
+            << " ms wall per renewal)\n";
+  EXPECT_EQ(done, kRenewals);
+  EXPECT_EQ(last, first);
+  EXPECT_LE(max_top, first_top) << "the freed rings are reused, not new space";
+  EXPECT_EQ(Mn(tb).osmw_stats().free_renewals, static_cast<uint64_t>(kRenewals));
+  EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
+}
+
+// Renewals a CN causes are limited (max_renewals): past the limit the MN
+// closes the CN's pairs instead of rebuilding them (their chains' memory goes
+// back), and says so; the CN's allocations and frees then fail at once, and
+// other CNs are untouched. What the CN holds comes back through ReclaimCn.
+TEST(OneSidedMw, PastMaxRenewalsTheMnClosesTheCnsPairs) {
+  Testbed tb(Spec(2, {{"max_renewals", "5"}}));
+  std::vector<Status> frees;
+  Status alloc_after, free_after;
+  uint64_t in_use_open = 0, in_use_closed = 0;
+  tb.Run([](Testbed& tb, std::vector<Status>* frees, Status* alloc_after, Status* free_after,
+            uint64_t* in_use_open, uint64_t* in_use_closed) -> Task<void> {
+    AccessGroup* g = co_await tb.cn(0).OpenGroup(2, 1 << 16);
+    AccessGroup* h = co_await tb.cn(1).OpenGroup(2, 1 << 16);
+    auto own = co_await tb.cn(0).Alloc(*g);
+    CO_ASSERT_OK(own.status);
+    Chunk forged = own.value;
+    forged.id = 0;
+    for (int i = 0; i < 8; ++i) {
+      if (i == 5) *in_use_open = tb.mn_node()->memory().in_use_bytes();
+      frees->push_back(co_await tb.cn(0).Free(*g, forged));
+    }
+    *in_use_closed = tb.mn_node()->memory().in_use_bytes();
+    *alloc_after = (co_await tb.cn(0).Alloc(*g)).status;
+    *free_after = co_await tb.cn(0).Free(*g, own.value);
+    // The other CN allocates and frees as before.
+    auto other = co_await tb.cn(1).Alloc(*h);
+    CO_ASSERT_OK(other.status);
+    CO_ASSERT_OK(co_await tb.cn(1).Free(*h, other.value));
+    const ReclaimReport rep = co_await tb.mm().mn().ReclaimCn(0);
+    EXPECT_EQ(rep.chunks_reclaimed, 1u);
+  }(tb, &frees, &alloc_after, &free_after, &in_use_open, &in_use_closed));
+  std::cout << "max_renewals 5: frees 1-5 " << frees[0].ToString() << "; free 6 "
+            << frees[5].ToString() << "; MN memory in use " << in_use_open << " B -> "
+            << in_use_closed << " B\n";
+  ASSERT_EQ(frees.size(), 8u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(frees[i].code(), Code::kNotOwner) << i;
+  for (int i = 5; i < 8; ++i) {
+    EXPECT_EQ(frees[i].code(), Code::kLaneBroken) << i;
+    EXPECT_NE(frees[i].message().find("max_renewals"), std::string::npos) << frees[i].ToString();
+  }
+  EXPECT_EQ(alloc_after.code(), Code::kLaneBroken);
+  EXPECT_NE(alloc_after.message().find("max_renewals"), std::string::npos);
+  EXPECT_EQ(free_after.code(), Code::kLaneBroken);
+  EXPECT_TRUE(Mn(tb).closed(0));
+  EXPECT_FALSE(Mn(tb).closed(1));
+  EXPECT_EQ(Mn(tb).renewals(0), 6u);
+  EXPECT_EQ(Mn(tb).osmw_stats().free_renewals, 5u);
+  EXPECT_LT(in_use_closed, in_use_open) << "the closed pair's chains were destroyed";
+  EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
+}
+
 // A CN over its chunk budget is cut off by the MN's monitor; the others are not.
 TEST(OneSidedMw, OverBudgetCnIsCutOff) {
   Testbed tb(Spec(2, {{"budget_chunks", "8"}, {"monitor_period_us", "50"}}));
@@ -678,7 +785,8 @@ void WrongControlValuesReplayNothing(uint32_t lanes) {
       co_await tb.runtime().SleepFor(500 * kPsPerUs);
       auto ac2 = raw.NewAlloc(k, lanes);
       auto fc2 = raw.NewFree(k);
-      co_await mn.RenewFree(pair, fc2->qp(), ac2->qp(), {});
+      const Status renewed = co_await mn.RenewFree(pair, fc2->qp(), ac2->qp(), {});
+      CO_ASSERT_OK(renewed);
       // Every claim the replayed chain made is a genuine one, owned by the
       // attacker and counted by the budget monitor (none here): it may have
       // drained the queue. The MN takes it all back before the next round.
