@@ -138,19 +138,33 @@ def section(name, d):
     else:
         lines.append(f"- Figure: not drawn yet (`make {name}`)")
     lines.append("")
+    counts = table(d, lines)
+    lines.extend(findings(meta))
+    return lines, counts
 
+
+def findings(meta):
+    """The spec's `findings:` (what bounds what, measured), as a list."""
+    items = (meta or {}).get("findings") or []
+    if not isinstance(items, list) or not items:
+        return []
+    return ["Findings (from the spec):", ""] + [f"- {md(str(f))}" for f in items] + [""]
+
+
+def table(d, lines):
+    """Appends the paper-vs-ours table of compare.csv; returns the verdict counts."""
     compare_path = os.path.join(d, "compare.csv")
     counts = {"hit": 0, "miss": 0, "no data": 0}
     if not os.path.isfile(compare_path):
         C.warn(f"{C.display_path(compare_path)} not found")
         lines.append("No compare.csv: the paper's values were not compared.")
         lines.append("")
-        return lines, counts
+        return counts
     cmp = C.load_compare(d)
     if cmp.empty:
         lines.append("The spec states no paper values.")
         lines.append("")
-        return lines, counts
+        return counts
     lines.append("| What the paper states | Where | Point | Metric | Paper | Ours | Ratio | Verdict |")
     lines.append("|---|---|---|---|---:|---:|---:|---|")
     for _, r in cmp.iterrows():
@@ -169,7 +183,7 @@ def section(name, d):
     lines.append("")
     lines.append(summary(counts))
     lines.append("")
-    return lines, counts
+    return counts
 
 
 def summary(counts):

@@ -316,14 +316,19 @@ std::string MetaJson(const Spec& spec, double wall_s) {
   const std::time_t now = std::time(nullptr);
   char when[32];
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  std::string findings;
+  for (const std::string& f : spec.findings) {
+    findings += (findings.empty() ? "" : ",\n    ") + JsonStr(f);
+  }
   return fmt::format(
       "{{\n  \"name\": {},\n  \"title\": {},\n  \"source\": {},\n  \"git_sha\": {},\n"
       "  \"dirty\": {},\n  \"backend\": \"sim\",\n  \"profile\": \"cx5\",\n  \"seeds\": [{}],\n"
       "  \"calibration_hash\": \"{}\",\n  \"spec_hash\": \"{}\",\n  \"host\": {},\n"
-      "  \"wall_s\": {:.1f},\n  \"generated_at\": \"{}\"\n}}\n",
+      "  \"wall_s\": {:.1f},\n  \"generated_at\": \"{}\",\n  \"findings\": [{}]\n}}\n",
       JsonStr(spec.name), JsonStr(spec.title), JsonStr(spec.source),
       JsonStr(sha.empty() ? "unknown" : sha), dirty ? "true" : "false", seeds,
-      Hex(sim::Profile::ByName("cx5").Hash()), Hex(spec.hash), JsonStr(host), wall_s, when);
+      Hex(sim::Profile::ByName("cx5").Hash()), Hex(spec.hash), JsonStr(host), wall_s, when,
+      findings.empty() ? "" : "\n    " + findings + "\n  ");
 }
 
 std::string Clock2(double s) {

@@ -15,7 +15,7 @@ namespace {
 using systems::ConfigError;
 
 const std::vector<std::string> kTopKeys = {"name",  "title", "source", "cluster",
-                                           "seeds", "runs",  "paper"};
+                                           "seeds", "runs",  "paper",  "findings"};
 const std::vector<std::string> kRunKeys = {"op", "params", "grid", "systems"};
 const std::vector<std::string> kSystemKeys = {"system", "variant", "knobs"};
 const std::vector<std::string> kPaperKeys = {"label",       "where", "match",    "metric",
@@ -331,6 +331,12 @@ Spec ParseSpec(const std::string& text, const std::string& path) {
   }
   if (root["title"]) s.title = Scalar(root["title"], "title");
   if (root["source"]) s.source = Scalar(root["source"], "source");
+  if (const YAML::Node f = root["findings"]) {
+    if (!f.IsSequence()) Fail("findings", "expected a list of sentences (strings)");
+    for (size_t i = 0; i < f.size(); ++i) {
+      s.findings.push_back(Scalar(f[i], "findings[" + std::to_string(i) + "]"));
+    }
+  }
   for (const auto& [k, v] : ScalarMap(root["cluster"], "cluster", &kClusterKeys)) {
     s.cluster[k] = CheckParam(k, v, "cluster." + k);
   }

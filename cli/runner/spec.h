@@ -21,6 +21,9 @@
 //       value: 10.7
 //       relative_to: {system: static_mr}  # optional: ours = metric / metric of that row
 //       tolerance: 0.25                  # optional: |ours/paper - 1| <= tolerance is a hit
+//   findings:                            # optional: what the runs show and why (measured,
+//     - "One Alloc QP saturates at ..."  # with numbers), listed under the table in
+//                                        # results/README.md
 //
 // Parameter keys (params and grid share them): threads, cns, mn_cores
 // (integer or "unlimited"), pool, io (read|write), size, ops, offload_qps,
@@ -75,7 +78,8 @@ struct Spec {
   std::vector<uint64_t> seeds;
   std::vector<Run> runs;
   std::vector<PaperValue> paper;
-  uint64_t hash = 0;  // of the file's bytes
+  std::vector<std::string> findings;  // rendered in results/README.md
+  uint64_t hash = 0;                  // of the file's bytes
 };
 
 // One invocation of the micro program.

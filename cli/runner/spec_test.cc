@@ -57,6 +57,20 @@ TEST(Spec, AGoodSpecExpandsIntoNamedPoints) {
   EXPECT_EQ(ParseSpec(kGood).runs.size(), 2u);
 }
 
+// Findings are kept in order for results/README.md; anything but a list of
+// strings is refused by name.
+TEST(Spec, FindingsAreAListOfSentences) {
+  EXPECT_TRUE(ParseSpec(kGood).findings.empty());
+  const Spec s = ParseSpec(std::string(kGood) + "findings:\n  - \"A is bound by B.\"\n  - C\n");
+  ASSERT_EQ(s.findings.size(), 2u);
+  EXPECT_EQ(s.findings[0], "A is bound by B.");
+  EXPECT_EQ(s.findings[1], "C");
+  EXPECT_NE(ErrorOf(std::string(kGood) + "findings: just one\n").find("findings: expected a list"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(std::string(kGood) + "findings:\n  - {a: 1}\n").find("findings[0]"),
+            std::string::npos);
+}
+
 TEST(Spec, WrongTypeIsNamedWithItsPath) {
   EXPECT_EQ(ErrorOf(Replace(kGood, "grid: {threads: [1, 24]}", "grid: {threads: [1, many]}")),
             "runs[0].grid.threads[1]: expected an integer >= 1, got \"many\"");
@@ -103,7 +117,7 @@ TEST(Spec, MissingFieldsAreNamed) {
 TEST(Spec, UnknownKeysOpsAndMetricsAreNamed) {
   EXPECT_EQ(ErrorOf(Replace(kGood, "seeds: [1, 2]", "seeds: [1, 2]\ncolour: red")),
             "spec.colour: unknown key; known keys here: name, title, source, cluster, seeds, "
-            "runs, paper");
+            "runs, paper, findings");
   EXPECT_EQ(
       ErrorOf(Replace(kGood, "op: offload_read", "op: offload"))
           .rfind("runs[1].op: unknown op \"offload\"; known ops: access, alloc, offload_read", 0),

@@ -178,8 +178,10 @@ def figure10(out, rnd):
             r[k] = str(r[k])
     write_csv(os.path.join(d, "compare.csv"), COMPARE, compare_rows(name, rows, specs))
     with open(os.path.join(d, "meta.json"), "w") as f:
-        json.dump(meta(name, "Latency of memory access (a) and allocation (b)",
-                       "OneSidedMW (NSDI'26) §6.3, Figure 10", [1, 2, 3], 812.4), f, indent=2)
+        m = meta(name, "Latency of memory access (a) and allocation (b)",
+                 "OneSidedMW (NSDI'26) §6.3, Figure 10", [1, 2, 3], 812.4)
+        m["findings"] = ["One Alloc QP is bound by A's in-order SQ | 3.4 us per allocation."]
+        json.dump(m, f, indent=2)
 
 
 def offload(out, rnd):
