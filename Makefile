@@ -8,7 +8,7 @@
 #   make figure-10   run experiments/figure-10.yaml on the simulator, then plot it and
 #                    regenerate results/README.md (same for every experiments/NAME.yaml:
 #                    make offload-qps, make primitives, make figure-6, make figure-7,
-#                    make alloc-rate; `make figures` runs them all)
+#                    make alloc-rate, make offload-model; `make figures` runs them all)
 #   make calibrate   check every calibration primitive against its source
 #   make bench       simulator speed (simulated WRs per wall second)
 #   make format      clang-format the tree

@@ -239,9 +239,15 @@ LoadResult RunLoad(const sim::Profile& profile, const LoadSpec& spec, uint64_t s
   Node* mn = AddNode(cl, "mn", 1ull << 30);
   Buffer mb = MakeBuffer(cl, mn, 64ull << 20);
   Cq* mcq = mn->CreateCq(16, true);
+  // The offloaded QPs face another node (idle), as the paper's management
+  // QPs face CNs: they count under both readings of the offload penalty
+  // (profile offload_counts_loopback).
+  Node* idle = spec.offloaded_mn_qps > 0 ? AddNode(cl, "offload-peer", 64ull << 20) : nullptr;
+  Pd* ipd = idle ? idle->AllocPd() : nullptr;
+  Cq* icq = idle ? idle->CreateCq(16, true) : nullptr;
   for (int i = 0; i < spec.offloaded_mn_qps; ++i) {
     Qp* q = MakeQp(mn, mb.pd, mcq, {.cross_channel = true});
-    cl.Connect(q, q);
+    cl.Connect(q, MakeQp(idle, ipd, icq));
   }
   struct Lane {
     Qp* qp;

@@ -56,7 +56,7 @@ const std::map<std::string, std::string> kFlagOf = {
     {"pool", "--pool"},       {"io", "--op"},       {"size", "--size"},
     {"ops", "--ops"},         {"batch", "--batch"}, {"offload_qps", "--offload-qps"},
     {"mw_type", "--mw-type"}, {"page", "--page"},   {"workload", "--workload"},
-    {"value", "--value"},     {"keys", "--keys"}};
+    {"value", "--value"},     {"keys", "--keys"},   {"profile", "--profile"}};
 
 std::map<std::string, std::string> Params(const Point& p) {
   auto out = p.params;
@@ -201,6 +201,7 @@ Row RowOf(const Spec& spec, const Point& p, const fs::path& path) {
   r["page_bytes"] = get("page");
   r["workload"] = get("workload");
   r["value_bytes"] = get("value");
+  r["profile"] = get("profile");
   std::string knobs;
   for (const auto& [k, v] : p.knobs) knobs += (knobs.empty() ? "" : ";") + k + "=" + v;
   r["knobs"] = knobs;
@@ -255,8 +256,9 @@ std::string CompareCsv(const Spec& spec, const std::vector<Row>& rows) {
     };
     // Every other match key, joined by ';' (the plots match on all of them).
     std::string param, param_value;
-    for (const char* k : {"offload_qps", "size_bytes", "mw_type", "page_bytes", "io", "cns",
-                          "mn_cores", "workload", "value_bytes", "alloc_bytes", "threads_total"}) {
+    for (const char* k :
+         {"offload_qps", "size_bytes", "mw_type", "page_bytes", "io", "cns", "mn_cores", "workload",
+          "value_bytes", "alloc_bytes", "threads_total", "profile"}) {
       if (get(k).empty()) continue;
       param += (param.empty() ? "" : ";") + std::string(k);
       param_value += (param_value.empty() ? "" : ";") + get(k);
@@ -355,10 +357,10 @@ pid_t Spawn(const std::vector<std::string>& args, const fs::path& log) {
 
 const std::vector<std::string>& CsvColumns() {
   static const std::vector<std::string> c = [] {
-    std::vector<std::string> v = {"figure",     "system",     "variant",     "op",
-                                  "io",         "threads",    "cns",         "mn_cores",
-                                  "seed",       "size_bytes", "offload_qps", "mw_type",
-                                  "page_bytes", "workload",   "value_bytes", "knobs"};
+    std::vector<std::string> v = {"figure",      "system",  "variant",    "op",       "io",
+                                  "threads",     "cns",     "mn_cores",   "seed",     "size_bytes",
+                                  "offload_qps", "mw_type", "page_bytes", "workload", "value_bytes",
+                                  "profile",     "knobs"};
     v.insert(v.end(), MetricCols().begin(), MetricCols().end());
     return v;
   }();

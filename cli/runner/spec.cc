@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "fabric/sim/profile.h"
 #include "systems/registry.h"
 
 namespace dmb::runner {
@@ -22,18 +23,18 @@ const std::vector<std::string> kPaperKeys = {"label",       "where", "match",   
                                              "relative_to", "value", "tolerance"};
 const std::vector<std::string> kClusterKeys = {"cns", "mn_cores", "pool"};
 const std::vector<std::string> kMatchKeys = {
-    "system",     "variant",     "op",          "io",          "threads",
-    "size_bytes", "offload_qps", "mw_type",     "page_bytes",  "cns",
-    "mn_cores",   "workload",    "value_bytes", "alloc_bytes", "threads_total"};
+    "system",        "variant",    "op",  "io",       "threads",  "size_bytes",  "offload_qps",
+    "mw_type",       "page_bytes", "cns", "mn_cores", "workload", "value_bytes", "alloc_bytes",
+    "threads_total", "profile"};
 
 // The parameters each op takes (the micro program refuses the others).
 const std::map<std::string, std::vector<std::string>> kOpParams = {
-    {"access", {"threads", "cns", "mn_cores", "pool", "io", "size", "ops"}},
-    {"alloc", {"threads", "cns", "mn_cores", "pool", "ops", "batch"}},
+    {"access", {"threads", "cns", "mn_cores", "pool", "io", "size", "ops", "profile"}},
+    {"alloc", {"threads", "cns", "mn_cores", "pool", "ops", "batch", "profile"}},
     {"offload_read", {"io", "size", "ops", "offload_qps"}},
     {"mr_reg", {"size", "ops", "page"}},
     {"mw_bind", {"size", "ops", "mw_type"}},
-    {"kv", {"threads", "cns", "mn_cores", "pool", "workload", "value", "keys"}},
+    {"kv", {"threads", "cns", "mn_cores", "pool", "workload", "value", "keys", "profile"}},
 };
 
 bool Takes(const std::string& op, const std::string& key) {
@@ -112,6 +113,14 @@ std::string CheckParam(const std::string& key, const std::string& v, const std::
     return v;
   }
   if (key == "offload_qps") return positive(0);
+  if (key == "profile") {
+    try {
+      (void)sim::Profile::ByName(v);
+    } catch (const std::invalid_argument& e) {
+      Fail(where, e.what());
+    }
+    return v;
+  }
   if (key == "mn_cores") return v == "unlimited" ? v : positive(1);
   if (key == "mw_type") {
     if (v != "1" && v != "2") Fail(where, "expected 1 or 2, got \"" + v + "\"");
@@ -290,9 +299,9 @@ const std::vector<std::string>& KnownMetrics() {
 }
 
 const std::vector<std::string>& KnownParams() {
-  static const std::vector<std::string> k = {"threads",  "cns",   "mn_cores",    "pool",    "io",
-                                             "size",     "ops",   "offload_qps", "mw_type", "page",
-                                             "workload", "value", "keys",        "batch"};
+  static const std::vector<std::string> k = {
+      "threads", "cns",  "mn_cores", "pool",  "io",   "size",  "ops",    "offload_qps",
+      "mw_type", "page", "workload", "value", "keys", "batch", "profile"};
   return k;
 }
 

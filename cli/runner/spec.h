@@ -27,9 +27,10 @@
 //
 // Parameter keys (params and grid share them): threads, cns, mn_cores
 // (integer or "unlimited"), pool, io (read|write), size, ops, offload_qps,
-// mw_type. Validation happens before anything runs and every error names
-// the key and the fix: `runs[1].systems[2].knobs.group_size: expected an
-// integer in [2, 7], got "three"`.
+// mw_type, profile (access/alloc/kv: the sim's calibration profile with
+// readings, e.g. cx5+cn_facing; results carry it in a `profile` column). Validation happens before
+// anything runs and every error names the key and the fix: `runs[1].systems[2].knobs.group_size:
+// expected an integer in [2, 7], got "three"`.
 #pragma once
 
 #include <cstdint>

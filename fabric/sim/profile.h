@@ -46,13 +46,24 @@ struct Profile {
   double nic_atomic_ns;              // atomic unit occupancy per atomic
   double nic_umr_ns;                 // MW bind (UMR) / local invalidate
   double offload_penalty_ns_per_qp;  // added per WR per QP holding offloaded WRs
-  double cqe_notify_ns;              // CQE in host memory -> polling CPU sees it
-  double retry_timeout_us;           // ack timeout x (retry_cnt + 1): peer gone
-  double rnr_delay_us;               // RNR NAK back-off before a SEND is retried
+  // Which QPs "contain offloaded logic" ([OSMW] §3.2; the text does not
+  // decide, profile_cx5.cc argues both): 1 = every cross-channel QP in RTR/RTS
+  // (the MN's loopback worker and control QPs too), 0 = only those connected
+  // to another node (the CN-facing chain QPs: Alloc, Free, ODRP's R).
+  double offload_counts_loopback;
+  // What the penalty costs: 1 = processing-unit time on every WR (a
+  // throughput effect), 0 = latency only (the PU is free after nic_wr_proc_ns).
+  double offload_occupies_pu;
+  double cqe_notify_ns;     // CQE in host memory -> polling CPU sees it
+  double retry_timeout_us;  // ack timeout x (retry_cnt + 1): peer gone
+  double rnr_delay_us;      // RNR NAK back-off before a SEND is retried
   std::vector<CpuCostDef> cpu_costs;
 
   static Profile Cx5();
-  // Profile by name ("cx5"); throws std::invalid_argument listing names.
+  // Profile by name: "cx5", optionally with readings of the offload penalty
+  // appended: "+cn_facing" (offload_counts_loopback = 0), "+latency_only"
+  // (offload_occupies_pu = 0), e.g. "cx5+cn_facing+latency_only". Throws
+  // std::invalid_argument naming the known profiles and readings.
   static Profile ByName(std::string_view name);
   std::vector<ProfileParam> Describe() const;
   // Stable hash of every value (goes into results' meta.json).

@@ -75,6 +75,14 @@ SimCluster* ClusterOf(SimQp* qp) { return qp->node()->cluster(); }
 
 // ---- Resources ---------------------------------------------------------------
 
+namespace {
+// Time every WR on node n's NIC pays for the QPs holding offloaded WRs
+// (which QPs count: the profile's offload_counts_loopback).
+Ps OffloadPenalty(const Timing& tm, const SimNode* n) {
+  return n->offloaded_qps() * tm.offload_penalty_per_qp;
+}
+}  // namespace
+
 Ps Rnic::ClaimPu(SimNode* n, Ps earliest, Ps proc) {
   auto pu = std::min_element(n->pu_free_.begin(), n->pu_free_.end());
   const Ps start = std::max(earliest, *pu);
@@ -319,9 +327,9 @@ void Rnic::StartNext(SimQp* qp) {
   ++qp->counters_.send_wrs_executed;
   sim.TraceMix(static_cast<uint64_t>(w.opcode) << 32 | qp->qpn_);
 
-  const Ps proc = tm.wr_proc + a->offloaded_qps_ * tm.offload_penalty_per_qp;
-  const Ps t_pu = ClaimPu(a, now, proc);
-  const Ps t_done = t_pu + proc;
+  const Ps penalty = OffloadPenalty(tm, a);
+  const Ps t_pu = ClaimPu(a, now, tm.wr_proc + (tm.offload_occupies_pu ? penalty : 0));
+  const Ps t_done = t_pu + tm.wr_proc + penalty;
   qp->next_start_ = t_done;
 
   if (early != WcStatus::kSuccess || !IsRemote(w.opcode)) {
@@ -419,9 +427,10 @@ void Rnic::Respond(Op* op, SimNode* b, SimQp* p) {
   const DecodedSendWqe& w = op->wqe;
   const Ps now = sim.now();
 
-  const Ps proc = tm.wr_proc + b->offloaded_qps_ * tm.offload_penalty_per_qp;
-  const Ps t_p = ClaimPu(b, std::max(now, p->resp_free_), proc);
-  const Ps t_done = t_p + proc;
+  const Ps penalty = OffloadPenalty(tm, b);
+  const Ps t_p =
+      ClaimPu(b, std::max(now, p->resp_free_), tm.wr_proc + (tm.offload_occupies_pu ? penalty : 0));
+  const Ps t_done = t_p + tm.wr_proc + penalty;
   p->resp_free_ = t_done;
   ++p->counters_.requests_served;
 

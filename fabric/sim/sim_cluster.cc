@@ -26,6 +26,8 @@ Timing::Timing(const Profile& p)
       atomic(NsToPs(p.nic_atomic_ns)),
       umr(NsToPs(p.nic_umr_ns)),
       offload_penalty_per_qp(NsToPs(p.offload_penalty_ns_per_qp)),
+      offload_counts_loopback(p.offload_counts_loopback != 0),
+      offload_occupies_pu(p.offload_occupies_pu != 0),
       cqe_notify(NsToPs(p.cqe_notify_ns)),
       retry_timeout(UsToPs(p.retry_timeout_us)),
       rnr_delay(UsToPs(p.rnr_delay_us)) {
@@ -127,8 +129,13 @@ void SimQp::SetState(QpState s) {
   state_ = s;
   const bool holds = attr_.cross_channel && (s == QpState::kRtr || s == QpState::kRts);
   if (holds != counted_offload_) {
-    node_->offloaded_qps_ += holds ? 1 : -1;
+    node_->offload_qps_all_ += holds ? 1 : -1;
     counted_offload_ = holds;
+  }
+  const bool facing = holds && dest_node_ != node_->id();
+  if (facing != counted_cn_facing_) {
+    node_->offload_qps_cn_facing_ += facing ? 1 : -1;
+    counted_cn_facing_ = facing;
   }
 }
 
@@ -431,6 +438,10 @@ fabric::Qp* SimNode::CreateQp(const fabric::QpInitAttr& attr) {
 }
 
 fabric::Qp* SimNode::QpByNum(uint32_t qp_num) { return SimQpByNum(qp_num); }
+
+int SimNode::offloaded_qps() const {
+  return cluster_->timing().offload_counts_loopback ? offload_qps_all_ : offload_qps_cn_facing_;
+}
 
 void SimNode::DestroyQp(fabric::Qp* qp) {
   auto* q = dynamic_cast<SimQp*>(qp);

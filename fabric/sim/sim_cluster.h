@@ -52,6 +52,8 @@ struct Timing {
   Ps atomic;
   Ps umr;
   Ps offload_penalty_per_qp;
+  bool offload_counts_loopback;
+  bool offload_occupies_pu;
   Ps cqe_notify;
   Ps retry_timeout;
   Ps rnr_delay;
@@ -224,7 +226,8 @@ class SimQp : public fabric::Qp {
   SimCq* recv_cq_;
   fabric::QpState state_ = fabric::QpState::kReset;
   uint32_t epoch_ = 0;
-  bool counted_offload_ = false;
+  bool counted_offload_ = false;    // in offload_qps_all_
+  bool counted_cn_facing_ = false;  // in offload_qps_cn_facing_
   uint32_t dest_node_ = 0;
   uint32_t dest_qpn_ = 0;
   SimMr* wq_mr_ = nullptr;
@@ -288,7 +291,11 @@ class SimNode : public fabric::Node {
   SparseMemory& mem() { return memory_; }
   SimCpu& sim_cpu() { return cpu_; }
   bool crashed() const { return crashed_; }
-  int offloaded_qps() const { return offloaded_qps_; }
+  // QPs whose offloaded WRs slow every WR of this NIC, by the profile's
+  // reading (offload_counts_loopback), and the two counts behind it.
+  int offloaded_qps() const;
+  int offload_qps_all() const { return offload_qps_all_; }
+  int offload_qps_cn_facing() const { return offload_qps_cn_facing_; }
   uint64_t page_bytes() const { return cfg_.page_bytes; }
   SimCq* CqByNum(uint32_t num) {
     return num >= 1 && num <= cqs_.size() ? cqs_[num - 1].get() : nullptr;
@@ -319,7 +326,8 @@ class SimNode : public fabric::Node {
   SimCpu cpu_;
   bool crashed_ = false;
   uint32_t key_counter_ = 1;
-  int offloaded_qps_ = 0;
+  int offload_qps_all_ = 0;        // cross-channel QPs in RTR/RTS
+  int offload_qps_cn_facing_ = 0;  // ... connected to another node
   std::vector<std::unique_ptr<SimPd>> pds_;
   std::vector<std::unique_ptr<SimMr>> mrs_;
   std::vector<std::unique_ptr<SimMw>> mws_;

@@ -151,6 +151,111 @@ std::pair<uint64_t, uint64_t> RandomWorkload(uint64_t seed) {
   return {cl.sim().trace_hash(), digest};
 }
 
+// The two readings of the offload penalty ([OSMW] §3.2; profile_cx5.cc).
+// A bed: one CN, one MN, `qps` CN QPs each with `depth` 64 B READs in flight,
+// and `offloaded` cross-channel MN QPs, looped back or facing an idle node.
+struct OffloadBed {
+  double read_us = 0;   // one 4 KB READ, nothing else running
+  double burst_us = 0;  // qps x depth 64 B READs, all posted at once
+  int all = 0, cn_facing = 0;
+};
+
+OffloadBed RunOffloadBed(const std::string& profile, int offloaded, bool loopback) {
+  SimCluster cl(1, Profile::ByName(profile));
+  auto node = [&](const char* name) {
+    NodeConfig c;
+    c.name = name;
+    c.memory_bytes = 64ull << 20;
+    return cl.AddNode(c);
+  };
+  Node *cn = node("cn"), *mn = node("mn"), *idle = node("idle");
+  Pd *cpd = cn->AllocPd(), *mpd = mn->AllocPd(), *ipd = idle->AllocPd();
+  const uint64_t cb = cn->memory().Alloc(1 << 20), mb = mn->memory().Alloc(1 << 20);
+  Mr *cmr = nullptr, *mmr = nullptr;
+  cl.RunToCompletion([](Node* n, Pd* p, uint64_t a, Mr** o) -> Task<void> {
+    *o = co_await n->RegMr(p, a, 1 << 20, kAllAccess);
+  }(cn, cpd, cb, &cmr));
+  cl.RunToCompletion([](Node* n, Pd* p, uint64_t a, Mr** o) -> Task<void> {
+    *o = co_await n->RegMr(p, a, 1 << 20, kAllAccess);
+  }(mn, mpd, mb, &mmr));
+  Cq *mcq = mn->CreateCq(8, true), *icq = idle->CreateCq(8, true);
+  for (int i = 0; i < offloaded; ++i) {
+    Qp* q = mn->CreateQp({.pd = mpd, .send_cq = mcq, .recv_cq = mcq, .cross_channel = true});
+    cl.Connect(q, loopback ? q : idle->CreateQp({.pd = ipd, .send_cq = icq, .recv_cq = icq}));
+  }
+  constexpr int kQps = 16, kDepth = 8;
+  std::vector<std::pair<Qp*, Cq*>> lanes;
+  for (int i = 0; i < kQps; ++i) {
+    Cq* cq = cn->CreateCq(kDepth + 1);
+    Qp* qp = cn->CreateQp({.pd = cpd, .send_cq = cq, .recv_cq = cq, .max_send_wr = kDepth});
+    cl.Connect(qp, mn->CreateQp({.pd = mpd, .send_cq = mcq, .recv_cq = mcq}));
+    lanes.push_back({qp, cq});
+  }
+  OffloadBed out;
+  auto read = [&](uint32_t len) {
+    SendWr wr;
+    wr.opcode = Opcode::kRead;
+    wr.sg_list = {{cb, len, cmr->lkey()}};
+    wr.remote_addr = mb;
+    wr.rkey = mmr->rkey();
+    return wr;
+  };
+  Ps t0 = cl.sim().now();
+  EXPECT_EQ(lanes[0].first->PostSend(read(4096)), 0);
+  cl.RunToCompletion([](Cq* cq) -> Task<void> { (void)co_await cq->Next(); }(lanes[0].second));
+  out.read_us = PsToUs(cl.sim().now() - t0);
+  t0 = cl.sim().now();
+  for (auto [qp, cq] : lanes) {
+    for (int d = 0; d < kDepth; ++d) EXPECT_EQ(qp->PostSend(read(64)), 0);
+  }
+  for (auto [qp, cq] : lanes) {
+    cl.RunToCompletion([](Cq* cq) -> Task<void> {
+      for (int d = 0; d < kDepth; ++d) (void)co_await cq->Next();
+    }(cq));
+  }
+  out.burst_us = PsToUs(cl.sim().now() - t0);
+  out.all = static_cast<SimNode*>(mn)->offload_qps_all();
+  out.cn_facing = static_cast<SimNode*>(mn)->offload_qps_cn_facing();
+  return out;
+}
+
+TEST(OffloadReadings, CnFacingChargesOnlyQpsConnectedToAnotherNode) {
+  const OffloadBed none = RunOffloadBed("cx5", 0, true);
+  const OffloadBed loop = RunOffloadBed("cx5", 96, true);
+  const OffloadBed loop_cn = RunOffloadBed("cx5+cn_facing", 96, true);
+  const OffloadBed facing_cn = RunOffloadBed("cx5+cn_facing", 96, false);
+  EXPECT_EQ(loop.all, 96);
+  EXPECT_EQ(loop.cn_facing, 0);
+  EXPECT_EQ(facing_cn.cn_facing, 96);
+  EXPECT_NEAR(loop.read_us / none.read_us, 1.126, 0.02) << "every cross-channel QP counts";
+  EXPECT_DOUBLE_EQ(loop_cn.read_us, none.read_us) << "+cn_facing: loopback QPs do not";
+  EXPECT_NEAR(facing_cn.read_us / none.read_us, 1.126, 0.02) << "the calibration holds";
+}
+
+TEST(OffloadReadings, LatencyOnlyLeavesTheProcessingUnitsFree) {
+  const OffloadBed none = RunOffloadBed("cx5", 0, false);
+  const OffloadBed pu = RunOffloadBed("cx5", 400, false);
+  const OffloadBed lat = RunOffloadBed("cx5+latency_only", 400, false);
+  EXPECT_DOUBLE_EQ(pu.read_us, lat.read_us) << "one READ alone: the same latency";
+  EXPECT_GT(lat.read_us, none.read_us);
+  // 128 READs in flight keep the 8 PUs busy: occupied by the penalty, they
+  // serve fewer WRs per microsecond.
+  EXPECT_GT(pu.burst_us, lat.burst_us * 1.2) << pu.burst_us << " vs " << lat.burst_us;
+  EXPECT_GT(lat.burst_us, none.burst_us);
+}
+
+TEST(OffloadReadings, UnknownReadingIsNamed) {
+  try {
+    (void)Profile::ByName("cx5+sideways");
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown reading 'sideways'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("+cn_facing"), std::string::npos);
+  }
+  EXPECT_EQ(Profile::ByName("cx5+cn_facing+latency_only").offload_occupies_pu, 0);
+  EXPECT_NE(Profile::ByName("cx5+cn_facing").Hash(), Profile::ByName("cx5").Hash());
+}
+
 TEST(Determinism, SameSeedSameTraceAndBytes) {
   const auto a = RandomWorkload(7), b = RandomWorkload(7), c = RandomWorkload(8);
   EXPECT_EQ(a, b) << "reproduce with seed=7";

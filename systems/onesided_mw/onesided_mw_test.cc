@@ -109,6 +109,8 @@ TEST(OneSidedMw, SepSharesOnePairPerCnNosepGivesEveryGroupItsOwn) {
   for (const bool sep : {true, false}) {
     Testbed tb(Spec(1, {{"sep", sep ? "true" : "false"}}));
     const int before = OffloadedQps(tb);
+    auto* mn = static_cast<sim::SimNode*>(tb.mn_node());
+    const int before_cn_facing = mn->offload_qps_cn_facing();
     // Threads open their groups concurrently (as every benchmark does).
     std::vector<Task<void>> open;
     for (int t = 0; t < 4; ++t) {
@@ -123,6 +125,9 @@ TEST(OneSidedMw, SepSharesOnePairPerCnNosepGivesEveryGroupItsOwn) {
     // alloc: A, B and an L and C per lane (by default 4 with sep, where the
     // CN's threads share the pair, and 1 without); free: F U L C B.
     EXPECT_EQ(added, static_cast<int>(Cn(tb, 0).pairs()) * (2 + 2 * (sep ? 4 : 1) + 5));
+    // Of those, connected to the CN (what the +cn_facing reading charges): A and F.
+    EXPECT_EQ(mn->offload_qps_cn_facing() - before_cn_facing,
+              2 * static_cast<int>(Cn(tb, 0).pairs()));
   }
 }
 
