@@ -220,6 +220,10 @@ void AllocChain::PostAllocPart(uint64_t s, uint64_t staged_handle) {
     // MW 0: the CN's Free QP. MW k: <- RECV; until then a QP outside the
     // data PD, which makes the bind fail.
     b.bind_qpn = k == 0 ? cfg_.free_qpn : lanes_[0].l->qp_num();
+    // Unsignaled: nothing waits on a bind's completion (the reply behind it
+    // on A runs only after it, and a failed bind still completes, with an
+    // error, moving A to ERR), and a successful unsignaled WR writes no CQE.
+    b.flags = 0;
     Post(a_, b, "BIND_MW");
   }
   SendWr w;
