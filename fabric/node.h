@@ -93,6 +93,9 @@ class Cpu {
   // Highest busy fraction of all cores together over any aligned window of
   // `window_ps` that started at or after `since_ps`.
   virtual double PeakBusyFraction(Ps window_ps, Ps since_ps = 0) const = 0;
+  // Busy fraction of all cores together over [from_ps, to_ps) (a tool's
+  // sample over one interval). 0 for an empty interval.
+  virtual double BusyFraction(Ps from_ps, Ps to_ps) const = 0;
   // Busy time per named cost (name -> ps), for "why" breakdowns.
   virtual std::vector<std::pair<std::string, Ps>> BusyByCost() const = 0;
 

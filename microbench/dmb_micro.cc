@@ -81,7 +81,8 @@ Benches (--bench):
                 insert_lat_us_p99, get_lat_us_p99 (ycsbd), delete_tput_mops
                 (fillsync, ycsbd), count, failures, dealloc_rate (MN memory
                 the store gave back after the workload / its peak), mn_cpu_peak
-                (MN cores busy in the busiest 100 us window of the run),
+                (MN cores busy in the busiest of 20 intervals per phase, the
+                first and last dropped: the steady state),
                 mn_cpu_mean (phase 1), alloc_bytes, value_bytes, keys,
                 threads_total, peak_mn_bytes, buckets_per_partition
 

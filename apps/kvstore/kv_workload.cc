@@ -183,6 +183,22 @@ Task<void> Close(KvClient* kv) { (void)co_await kv->Close(); }
 
 std::string Size(uint64_t b) { return systems::FormatSize(b); }
 
+// Peak cores busy over the phases' steady parts (see the header): each phase
+// [barrier_at[p], barrier_at[p+1]) in `samples` intervals, its first and last
+// dropped.
+double SteadyPeakCores(const fabric::Cpu& cpu, const std::vector<Ps>& barrier_at, int samples) {
+  double peak = 0;
+  for (size_t p = 0; p + 1 < barrier_at.size(); ++p) {
+    const Ps len = barrier_at[p + 1] - barrier_at[p];
+    for (int k = 1; k + 1 < samples; ++k) {
+      const Ps from = barrier_at[p] + len * k / samples;
+      const Ps to = barrier_at[p] + len * (k + 1) / samples;
+      peak = std::max(peak, cpu.BusyFraction(from, to));
+    }
+  }
+  return peak * cpu.cores();
+}
+
 }  // namespace
 
 KvWorkloadResult RunKvWorkload(microbench::Testbed& tb, const KvWorkloadSpec& spec) {
@@ -195,6 +211,10 @@ KvWorkloadResult RunKvWorkload(microbench::Testbed& tb, const KvWorkloadSpec& sp
                       ": keys need at least 8 bytes (random alphanumerics)");
   }
   if (spec.keys < 1) throw ConfigError("keys must be at least 1");
+  if (spec.cpu_samples < 3) {
+    throw ConfigError("cpu_samples " + std::to_string(spec.cpu_samples) +
+                      ": the peak drops the first and last interval, so at least 3");
+  }
   const int cns = static_cast<int>(tb.mm().num_cns());
   KvWorkloadResult r;
   r.threads_total = cns * spec.threads;
@@ -276,7 +296,7 @@ KvWorkloadResult RunKvWorkload(microbench::Testbed& tb, const KvWorkloadSpec& sp
   r.mn_cpu_mean = r.phase1_ps > 0 ? static_cast<double>(sh.busy_at[1] - sh.busy_at[0]) /
                                         static_cast<double>(r.phase1_ps)
                                   : 0;
-  r.mn_cpu_peak = cpu.PeakBusyFraction(spec.cpu_window_ps, sh.barrier_at[0]) * cpu.cores();
+  r.mn_cpu_peak = SteadyPeakCores(cpu, sh.barrier_at, spec.cpu_samples);
   r.peak_mn_bytes = sh.peak_chunks * r.granularity_bytes;
   r.final_mn_bytes = sh.held_chunks * r.granularity_bytes;
   r.dealloc_rate = sh.peak_chunks ? static_cast<double>(sh.peak_chunks - sh.held_chunks) /

@@ -49,6 +49,7 @@ class IbvCpu : public Cpu {
   int cores() const override { return cores_; }
   Ps busy_ps() const override { return 0; }
   double PeakBusyFraction(Ps, Ps) const override { return 0; }
+  double BusyFraction(Ps, Ps) const override { return 0; }
   std::vector<std::pair<std::string, Ps>> BusyByCost() const override { return {}; }
 
  protected:

@@ -55,6 +55,19 @@ double SimCpu::PeakBusyFraction(Ps window_ps, Ps since_ps) const {
   return peak;
 }
 
+double SimCpu::BusyFraction(Ps from_ps, Ps to_ps) const {
+  if (to_ps <= from_ps) return 0;
+  double busy = 0;
+  for (size_t b = static_cast<size_t>(from_ps / kBucketPs);
+       b < buckets_.size() && static_cast<Ps>(b) * kBucketPs < to_ps; ++b) {
+    const Ps lo = std::max(from_ps, static_cast<Ps>(b) * kBucketPs);
+    const Ps hi = std::min(to_ps, static_cast<Ps>(b + 1) * kBucketPs);
+    busy += static_cast<double>(buckets_[b]) * static_cast<double>(hi - lo) /
+            static_cast<double>(kBucketPs);
+  }
+  return busy / (static_cast<double>(to_ps - from_ps) * cores());
+}
+
 std::vector<std::pair<std::string, Ps>> SimCpu::BusyByCost() const {
   std::vector<std::pair<std::string, Ps>> out;
   for (size_t i = 0; i < busy_by_cost_.size(); ++i) {

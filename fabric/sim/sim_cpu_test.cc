@@ -51,8 +51,25 @@ TEST(SimCpu, PeakBusyFractionIgnoresWorkBeforeTheWindowStart) {
   }(cpu));
   sim.Run();
   EXPECT_DOUBLE_EQ(cpu.PeakBusyFraction(100 * kPsPerUs, 0), 1.0);
-  EXPECT_DOUBLE_EQ(cpu.PeakBusyFraction(100 * kPsPerUs, 420 * kPsPerUs), 0.0);
+  EXPECT_DOUBLE_EQ(cpu.PeakBusyFraction(100 * kPsPerUs, 425 * kPsPerUs), 0.2);
   EXPECT_DOUBLE_EQ(cpu.PeakBusyFraction(100 * kPsPerUs, 400 * kPsPerUs), 0.5);
+}
+
+// One sample over an interval, as a tool reading /proc/stat would take it:
+// exact on bucket edges, prorated inside a bucket.
+TEST(SimCpu, BusyFractionOverAnInterval) {
+  Simulator sim(1);
+  std::vector<std::string> names = {"job"};
+  SimCpu cpu(&sim, 2, &names);
+  sim.Spawn([](SimCpu& c) -> Task<void> {
+    co_await c.Work(fabric::CpuCost{0, 300 * kPsPerUs});  // one of two cores, 0..300 us
+  }(cpu));
+  sim.Run();
+  EXPECT_DOUBLE_EQ(cpu.BusyFraction(0, 300 * kPsPerUs), 0.5);
+  EXPECT_DOUBLE_EQ(cpu.BusyFraction(0, 600 * kPsPerUs), 0.25);
+  EXPECT_DOUBLE_EQ(cpu.BusyFraction(300 * kPsPerUs, kPsPerMs), 0.0);
+  EXPECT_DOUBLE_EQ(cpu.BusyFraction(295 * kPsPerUs, 305 * kPsPerUs), 0.25);  // half a bucket
+  EXPECT_DOUBLE_EQ(cpu.BusyFraction(5 * kPsPerUs, 5 * kPsPerUs), 0.0);
 }
 
 TEST(SimCpu, HaltedCpuNeverFinishesWork) {
