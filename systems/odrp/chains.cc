@@ -64,18 +64,19 @@ std::vector<Target> RearmTargets(ChainKind kind) {
     case ChainKind::kLoad:
       return {{2, 0}, {2, 1}, {0, 2}, {1, 1}, {1, 2}};
     case ChainKind::kUnmappedStore:
-      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {0, 10}, {1, 1}, {1, 2}};
+      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {0, 11}, {1, 1}, {1, 2}};
     case ChainKind::kMappedStore:
       return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {0, 2}, {1, 1}, {1, 2}};
     case ChainKind::kInvalidate:
-      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5},
-              {2, 6}, {2, 7}, {0, 9}, {1, 1}, {1, 2}};
+      return {{2, 0}, {2, 1}, {2, 2},  {2, 3}, {2, 4}, {2, 5},
+              {2, 6}, {2, 7}, {0, 10}, {1, 1}, {1, 2}};
   }
   throw std::logic_error("odrp chain: unknown kind");
 }
 
-// Signaled L completions per instance: Unmapped Store (U1, A1, A2, U2..U4,
-// CHK, U5..U7), Mapped Store (M1, M2), Invalidate (V1..V9).
+// Signaled L completions per instance: Unmapped Store (U1..U3, A1, A2, U4,
+// CHK, U5..U7), Mapped Store (M1, M2), Invalidate (V1..V9). The snapshot
+// READs (S) are unsignaled.
 constexpr uint64_t kStoreLCompletions = 10;
 constexpr uint64_t kMappedStoreLCompletions = 2;
 constexpr uint64_t kInvalidateLCompletions = 9;
@@ -150,14 +151,14 @@ std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m) {
     const uint64_t lc = kInvalidateLCompletions * m;
     return {
         m + 1,              // C0 WAIT rcq
-        m * g.l_wrs + 2,    // C1 ENABLE V1, V2
+        m * g.l_wrs + 3,    // C1 ENABLE S, V1, V2
         lc + 2,             // C2 WAIT lcq: V1, V2 landed
-        m * g.l_wrs + 3,    // C3 ENABLE V3
+        m * g.l_wrs + 4,    // C3 ENABLE V3
         lc + 3,             // C4 WAIT lcq: V3 landed
-        m * g.l_wrs + 6,    // C5 ENABLE V4..V6
+        m * g.l_wrs + 7,    // C5 ENABLE V4..V6
         lc + 6,             // C6 WAIT lcq: V6 landed
         (m + 1) * g.l_wrs,  // C7 ENABLE V7..L15
-        (m + 1) * g.r_wrs,  // L9 ENABLE R0..R3
+        (m + 1) * g.r_wrs,  // L10 ENABLE R0..R3
         m + 1,              // R1 WAIT rscq
         (m + 2) * g.c_wrs,  // R2 ENABLE C's next instance
     };
@@ -165,12 +166,12 @@ std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m) {
   const uint64_t lc = kStoreLCompletions * m;
   return {
       m + 1,              // C0 WAIT rcq
-      m * g.l_wrs + 5,    // C1 ENABLE U1, A1, A2, U2, U3
-      lc + 4,             // C2 WAIT lcq: U1, A1, A2, U2 landed
-      m * g.l_wrs + 7,    // C3 ENABLE U4, CHK
-      lc + 7,             // C4 WAIT lcq: U3, U4, CHK landed
+      m * g.l_wrs + 6,    // C1 ENABLE S, U1, U2, U3, A1, A2
+      lc + 4,             // C2 WAIT lcq: U1, U2, U3, A1 landed
+      m * g.l_wrs + 8,    // C3 ENABLE U4, CHK
+      lc + 7,             // C4 WAIT lcq: A2, U4, CHK landed
       (m + 1) * g.l_wrs,  // C5 ENABLE U5..L15
-      (m + 1) * g.r_wrs,  // L10 ENABLE R0..R3
+      (m + 1) * g.r_wrs,  // L11 ENABLE R0..R3
       m + 1,              // R1 WAIT rscq
       (m + 2) * g.c_wrs,  // R2 ENABLE C's next instance
   };
@@ -315,9 +316,9 @@ Task<std::unique_ptr<Chain>> Chain::Create(OdrpMn* mn, const CnTable* cn, ChainK
   }
   if (kind != ChainKind::kLoad) {
     fabric::Memory& mem = n->memory();
-    c->scratch_ = mem.Alloc(24ull * g.slots, 64);  // faa[], ta[], chk[]
-    mem.Fill(c->scratch_, 0, 24ull * g.slots);
-    c->scratch_mr_ = co_await n->RegMr(mn->pd(), c->scratch_, 24ull * g.slots,
+    c->scratch_ = mem.Alloc(32ull * g.slots, 64);  // faa[], ta[], chk[], snap[]
+    mem.Fill(c->scratch_, 0, 32ull * g.slots);
+    c->scratch_mr_ = co_await n->RegMr(mn->pd(), c->scratch_, 32ull * g.slots,
                                        fabric::kLocalWrite | fabric::kRemoteRead);
   }
   if (kind == ChainKind::kUnmappedStore || kind == ChainKind::kMappedStore) {
@@ -392,25 +393,28 @@ void Chain::BuildStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* 
     return w;
   };
   constexpr uint8_t kSig = fabric::kSignaled, kSigFence = fabric::kSignaled | fabric::kFence;
+  // S: the one read of the CN's tt_addr (ta[s]) into snap[s].
+  l->push_back(
+      wr(0x10, Opcode::kRead, ta_addr(s), scratch_mr_->rkey(), {snap_addr(s), 8, skey}, 0));
   // U1: claim an element.
   l->push_back(chain::RingAdvanceWr(mn_->head_addr(), meta_key, mn_->layout().BoundaryMask(), faa,
                                     skey, tag | 1));
-  // A1, A2: tt_addr (one copy from the CN, in ta[s]) into CHK and U5.
-  l->push_back(wr(0x11, Opcode::kRead, ta_addr(s), scratch_mr_->rkey(),
-                  {Wqe(kL, l0 + 6) + WqeLayout::kRemoteAddr, 8, lwq}, kSig));
-  l->push_back(wr(0x12, Opcode::kRead, ta_addr(s), scratch_mr_->rkey(),
-                  {Wqe(kL, l0 + 7) + WqeLayout::kRemoteAddr, 8, lwq}, kSig));
   // U2, U3: EndianSwap the element address into U4 and U6 (U2 fenced: after
-  // U1's result landed; U3 follows U2).
-  SendWr u2 = chain::SwapReadWr(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 5) + WqeLayout::kRemoteAddr,
+  // U1's result, and S, landed; U3 follows U2).
+  SendWr u2 = chain::SwapReadWr(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 6) + WqeLayout::kRemoteAddr,
                                 lwq, tag | 2);
   u2.flags = kSigFence;
   l->push_back(u2);
-  l->push_back(chain::SwapReadWr(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 8) + WqeLayout::kRemoteAddr,
+  l->push_back(chain::SwapReadWr(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 9) + WqeLayout::kRemoteAddr,
                                  lwq, tag | 3));
+  // A1, A2: the snapshot into CHK and U5 (after S: they follow U2's FENCE).
+  l->push_back(wr(0x11, Opcode::kRead, snap_addr(s), scratch_mr_->rkey(),
+                  {Wqe(kL, l0 + 7) + WqeLayout::kRemoteAddr, 8, lwq}, kSig));
+  l->push_back(wr(0x12, Opcode::kRead, snap_addr(s), scratch_mr_->rkey(),
+                  {Wqe(kL, l0 + 8) + WqeLayout::kRemoteAddr, 8, lwq}, kSig));
   // U4: the free page's address -> U7's local address (fenced: after U2).
   l->push_back(wr(4, Opcode::kRead, 0 /* <- U2 */, meta_key,
-                  {Wqe(kL, l0 + 9) + WqeLayout::SegAddr(0), 8, lwq}, kSigFence));
+                  {Wqe(kL, l0 + 10) + WqeLayout::SegAddr(0), 8, lwq}, kSigFence));
   // CHK: FETCH_ADD 0 on the TT entry: refuses a misaligned or out-of-table
   // tt_addr before anything is written.
   SendWr chk = AtomicRead(0 /* <- A1 */, cn_->mr->rkey(), chk_addr(s), skey);
@@ -420,7 +424,7 @@ void Chain::BuildStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* 
   // U5: map it: U7's local address field -> the TT entry (fenced: after
   // CHK passed and U4 landed).
   l->push_back(wr(5, Opcode::kWrite, 0 /* <- A2 */, cn_->mr->rkey(),
-                  {Wqe(kL, l0 + 9) + WqeLayout::SegAddr(0), 8, lwq}, kSigFence));
+                  {Wqe(kL, l0 + 10) + WqeLayout::SegAddr(0), 8, lwq}, kSigFence));
   // U6: zero the element.
   l->push_back(wr(6, Opcode::kWrite, 0 /* <- U3 */, meta_key,
                   {mn_->zero_addr(), 8, mn_->meta_mr()->lkey()}, kSig));
@@ -432,7 +436,7 @@ void Chain::BuildStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* 
   SendWr en = chain::EnableWr(r_);
   en.flags = fabric::kFence;
   l->push_back(en);
-  while (l->size() % geo_.l_wrs != 0) l->push_back(chain::NopWr());  // L11..L15
+  while (l->size() % geo_.l_wrs != 0) l->push_back(chain::NopWr());  // L12..L15
   BuildNotify(s, r);
   for (int i = 0; i < 3; ++i) {
     c->push_back(chain::WaitWr(i == 0 ? rcq_ : lcq_));  // C0, C2, C4
@@ -504,14 +508,20 @@ void Chain::BuildInvalidate(uint32_t s, std::vector<SendWr>* l, std::vector<Send
     w.sg_list = {{dst, 8, lkey}};
     return w;
   };
-  // V1, V2: tt_addr (one copy from the CN) into V3 and V7.
+  // S: the one read of the CN's tt_addr (ta[s]) into snap[s] (unsignaled).
+  SendWr snap = read(0x10, ta_addr(s), scratch_mr_->rkey(), snap_addr(s), scratch_mr_->lkey());
+  snap.flags = 0;
+  l->push_back(snap);
+  // V1, V2: the snapshot into V3 and V7 (V1 fenced: after S landed).
+  SendWr v1 =
+      read(1, snap_addr(s), scratch_mr_->rkey(), Wqe(kL, l0 + 3) + WqeLayout::kRemoteAddr, lwq);
+  v1.flags = fabric::kSignaled | fabric::kFence;
+  l->push_back(v1);
   l->push_back(
-      read(1, ta_addr(s), scratch_mr_->rkey(), Wqe(kL, l0 + 2) + WqeLayout::kRemoteAddr, lwq));
-  l->push_back(
-      read(2, ta_addr(s), scratch_mr_->rkey(), Wqe(kL, l0 + 6) + WqeLayout::kRemoteAddr, lwq));
+      read(2, snap_addr(s), scratch_mr_->rkey(), Wqe(kL, l0 + 7) + WqeLayout::kRemoteAddr, lwq));
   // V3: the TT entry (the page address, BE) -> V4's remote address.
   SendWr v3 =
-      AtomicRead(0 /* <- V1 */, cn_->mr->rkey(), Wqe(kL, l0 + 3) + WqeLayout::kRemoteAddr, lwq);
+      AtomicRead(0 /* <- V1 */, cn_->mr->rkey(), Wqe(kL, l0 + 4) + WqeLayout::kRemoteAddr, lwq);
   v3.wr_id = tag | 3;
   v3.flags = fabric::kSignaled | fabric::kFence;  // after V1 landed in it
   l->push_back(v3);
@@ -526,7 +536,7 @@ void Chain::BuildInvalidate(uint32_t s, std::vector<SendWr>* l, std::vector<Send
   l->push_back(f);
   // V6: EndianSwap the old tail into V8's remote address.
   SendWr v6 = chain::SwapReadWr(faa_addr(s), scratch_mr_->rkey(),
-                                Wqe(kL, l0 + 7) + WqeLayout::kRemoteAddr, lwq);
+                                Wqe(kL, l0 + 8) + WqeLayout::kRemoteAddr, lwq);
   v6.wr_id = tag | 6;
   v6.flags = fabric::kSignaled | fabric::kFence;
   l->push_back(v6);
@@ -543,17 +553,17 @@ void Chain::BuildInvalidate(uint32_t s, std::vector<SendWr>* l, std::vector<Send
   SendWr v8;
   v8.wr_id = tag | 8;
   v8.opcode = Opcode::kWrite;
-  v8.sg_list = {{Wqe(kL, l0 + 3) + WqeLayout::kRemoteAddr, 8, lwq}};
+  v8.sg_list = {{Wqe(kL, l0 + 4) + WqeLayout::kRemoteAddr, 8, lwq}};
   v8.remote_addr = 0;  // <- V6
   v8.rkey = meta_key;
   l->push_back(v8);
   // V9: a READ after V7, V8, so that L9's FENCE orders the notification.
   l->push_back(read(9, mn_->zero_addr(), meta_key, chk_addr(s), scratch_mr_->lkey()));
-  // L9: release the notification once V9 completed.
+  // L10: release the notification once V9 completed.
   SendWr en = chain::EnableWr(r_);
   en.flags = fabric::kFence;
   l->push_back(en);
-  while (l->size() % geo_.l_wrs != 0) l->push_back(chain::NopWr());  // L10..L15
+  while (l->size() % geo_.l_wrs != 0) l->push_back(chain::NopWr());  // L11..L15
   BuildNotify(s, r);
   for (int i = 0; i < 4; ++i) {
     c->push_back(chain::WaitWr(i == 0 ? rcq_ : lcq_));  // C0, C2, C4, C6
@@ -659,7 +669,7 @@ uint64_t Chain::DequeuedElement(uint32_t slot) const {
     throw std::logic_error("odrp chain: DequeuedElement of a non-dequeuing chain");
   }
   uint8_t be[8];
-  const uint64_t u7 = uint64_t{slot % geo_.slots} * geo_.l_wrs + 9;
+  const uint64_t u7 = uint64_t{slot % geo_.slots} * geo_.l_wrs + 10;
   mn_->node()->memory().Read(Wqe(kL, u7) + WqeLayout::SegAddr(0), be, 8);
   return fabric::LoadBe64(be);
 }

@@ -76,43 +76,49 @@
 //   RECV   (R)  args -> ta[s] (tt_addr, MN scratch), R0.imm (seq); re-arm
 //               values -> instance n-2; the 4 KB page -> staging[s]
 //   C0  WAIT rcq >= n+1
-//   C1  SEND_ENABLE L -> 16n+5
-//   L0  U1 masked FAA head += 8 (boundary BoundaryMask) -> faa[s] (LE: the
+//   C1  SEND_ENABLE L -> 16n+6
+//   L0  S  READ ta[s] -> snap[s] (unsignaled): the one read of the CN's
+//          tt_addr. A1 and A2 copy the snapshot, so the address checked is
+//          the address written even if a RECV rewrites ta[s] meanwhile (a
+//          CN that lowered C0 runs L before its request lands; two READs of
+//          ta[s] could straddle the RECV's scatter: chains_test
+//          TheCnsTtAddrIsReadOncePerInstance, and
+//          OdrpChainRace.ALateRequestNeverSplitsTheEntryCheckedFromTheEntryWritten)
+//   L1  U1 masked FAA head += 8 (boundary BoundaryMask) -> faa[s] (LE: the
 //          claimed element's address)
-//   L1  A1 READ ta[s] -> L6.remote_addr      (tt_addr for CHK)
-//   L2  A2 READ ta[s] -> L7.remote_addr      (tt_addr for U5)
-//          One copy from the CN, copied twice, so the address checked is the
-//          address written (as Invalidate's V1, V2).
-//   L3  U2 EndianSwap: READ faa[s], 8 reversed 1-byte SGEs -> L5.remote_addr
-//          (FENCE: after U1's result landed; it reads data, not a WQE)
-//   L4  U3 EndianSwap: READ faa[s] the same way -> L8.remote_addr (after U1:
+//   L2  U2 EndianSwap: READ faa[s], 8 reversed 1-byte SGEs -> L6.remote_addr
+//          (FENCE: after U1's result and S landed; it reads data, not a WQE)
+//   L3  U3 EndianSwap: READ faa[s] the same way -> L9.remote_addr (after U1:
 //          it follows the fenced U2). ODRP's Figure 6 has one EndianSwap
 //          here; we need two because U4 (read the element) and U6 (zero it)
 //          both take the element's address and a READ scatters each source
 //          byte to one place only. U3 issues right behind U2 (one PU slot),
 //          not as a dependent step.
-//   C2  WAIT lcq >= 10n+4                    (U1, A1, A2, U2 landed)
-//   C3  SEND_ENABLE L -> 16n+7
-//   L5  U4 READ the element (the free page's address, BE) -> L9.sge[0].addr
+//   L4  A1 READ snap[s] -> L7.remote_addr    (tt_addr for CHK; after S: it
+//          follows the fenced U2)
+//   L5  A2 READ snap[s] -> L8.remote_addr    (tt_addr for U5)
+//   C2  WAIT lcq >= 10n+4                    (U1, U2, U3, A1 landed)
+//   C3  SEND_ENABLE L -> 16n+8
+//   L6  U4 READ the element (the free page's address, BE) -> L10.sge[0].addr
 //          (FENCE: after U2 landed in its remote address, and U3)
-//   L6  CHK FETCH_ADD 0 on the TT entry (rkey tt[c]) -> chk[s] (FENCE: after
-//          U4 landed; A1 landed long before). Refuses a misaligned tt_addr
+//   L7  CHK FETCH_ADD 0 on the TT entry (rkey tt[c]) -> chk[s] (FENCE: after
+//          U4 landed; A1 landed before C3). Refuses a misaligned tt_addr
 //          (REM_INV_REQ) or one outside the CN's table (REM_ACCESS_ERR): L
 //          goes to ERR and U5..U7 never run. Without it U5's 8-byte WRITE at
 //          tt_base + 8k + 1 stored the page address shifted right by 8 bits
 //          in entry k, which can name another CN's page (chains_test
 //          AMisalignedUnmappedStoreCannotForgeAnEntryToAnotherCnsPage).
-//   C4  WAIT lcq >= 10n+7                    (U3, U4, CHK landed)
+//   C4  WAIT lcq >= 10n+7                    (A2, U4, CHK landed)
 //   C5  SEND_ENABLE L -> 16(n+1)
-//   L7  U5 WRITE L9.sge[0].addr (8 B, read out of L's own WQE) -> the TT
+//   L8  U5 WRITE L10.sge[0].addr (8 B, read out of L's own WQE) -> the TT
 //          entry (rkey tt[c]): map the page (FENCE: after CHK passed and U4
 //          landed in the field it sends)
-//   L8  U6 WRITE 8 zero bytes -> the element (empty-queue detection)
-//   L9  U7 READ staging[s] (4 KB) into the page (lkey pool): store. A
+//   L9  U6 WRITE 8 zero bytes -> the element (empty-queue detection)
+//   L10 U7 READ staging[s] (4 KB) into the page (lkey pool): store. A
 //          null page address (empty queue) fails the local check: L goes to
-//          ERR and everything after it, L10 included, is flushed.
-//   L10 SEND_ENABLE R -> 4(n+1) (FENCE: after U4..U7 completed)
-//   L11..L15 NOP (padding)
+//          ERR and everything after it, L11 included, is flushed.
+//   L11 SEND_ENABLE R -> 4(n+1) (FENCE: after U4..U7 completed)
+//   L12..L15 NOP (padding)
 //   R0  WRITE_WITH_IMM of 0 bytes, imm = seq: the notification
 //   R1  WAIT rscq >= n+1
 //   R2  SEND_ENABLE C -> 8(n+2)
@@ -124,12 +130,13 @@
 //   (ClaimedPosition, DequeuedElement). After a CHK refusal the element is
 //   still in its slot (U6 never ran) and RingRepair moves it back.
 //   The page lands with a loopback READ (staging -> page) rather than a
-//   WRITE so that the FENCE on L10 orders the notification after it; U5 and
+//   WRITE so that the FENCE on L11 orders the notification after it; U5 and
 //   U6 are WRITEs that FENCE does not cover; the loopback responder executes
 //   in order, and U7's READ response follows them.
 //   Cost of the check (sim, 1 thread, `dmbench micro alloc`): 12.2 -> 13.5
 //   us per allocation (0.7 us of it CHK's FENCE, the rest A1, A2 and the
-//   NOPs of the 16-WQE instance).
+//   NOPs of the 16-WQE instance); the snapshot S: 13.49 -> 13.74 us (24
+//   threads: 142.1 -> 146.1 us).
 //
 // ---- MappedStore(tt_addr, page, seq) ([ODRP] §4.3 "Mapped page store") -------
 //   RECV   (R)  args -> L0.remote_addr (tt_addr), R0.imm (seq); re-arm values
@@ -156,42 +163,46 @@
 //   RECV   (R)  args -> ta[s] (tt_addr, MN scratch), R0.imm (seq); re-arm
 //               values -> instance n-2
 //   C0  WAIT rcq >= n+1
-//   C1  SEND_ENABLE L -> 16n+2
-//   L0  V1 READ ta[s] -> L2.remote_addr      (tt_addr for the TT READ)
-//   L1  V2 READ ta[s] -> L6.remote_addr      (tt_addr for the unmap)
+//   C1  SEND_ENABLE L -> 16n+3
+//   L0  S  READ ta[s] -> snap[s] (unsignaled): the one read of the CN's
+//          tt_addr (as in Unmapped Store: a late RECV cannot make V3 check
+//          one entry and V7 unmap another, leaving a freed page mapped)
+//   L1  V1 READ snap[s] -> L3.remote_addr    (tt_addr for the TT READ;
+//          FENCE: after S landed)
+//   L2  V2 READ snap[s] -> L7.remote_addr    (tt_addr for the unmap)
 //          The CN sends tt_addr ONCE and the chain copies it, so the entry
 //          checked and freed is the entry unmapped (two copies from the CN
 //          could differ: a freed page still mapped would leak to another CN).
 //   C2  WAIT lcq >= 9n+2                     (V1, V2 landed)
-//   C3  SEND_ENABLE L -> 16n+3
-//   L2  V3 FETCH_ADD 0 on the TT entry (rkey tt[c]) -> L3.remote_addr (the
+//   C3  SEND_ENABLE L -> 16n+4
+//   L3  V3 FETCH_ADD 0 on the TT entry (rkey tt[c]) -> L4.remote_addr (the
 //          page address, BE); a misaligned tt_addr fails here, as in M1
 //          (FENCE: after V1 landed in its remote address)
-//   C4  WAIT lcq >= 9n+3                     (V3 landed in L3)
-//   C5  SEND_ENABLE L -> 16n+6
-//   L3  V4 the check ([ODRP] §4.5.2): READ 8 B AT the page (rkey pool) ->
+//   C4  WAIT lcq >= 9n+3                     (V3 landed in L4)
+//   C5  SEND_ENABLE L -> 16n+7
+//   L4  V4 the check ([ODRP] §4.5.2): READ 8 B AT the page (rkey pool) ->
 //          chk[s]. An unmapped entry (0), or anything that is not a pool
 //          address, fails the responder's bounds check (REM_ACCESS_ERR): L
 //          goes to ERR before anything was changed (FENCE: after V3 landed
 //          in its remote address). (Figure 2's CAS-on-opcode
 //          needs remote atomic access to a WQ; the pool MR's bounds check is
 //          the same null-address fault Load and the stores rely on.)
-//   L4  V5 masked FAA tail += 8 (BoundaryMask) -> faa[s] (LE: the old tail)
+//   L5  V5 masked FAA tail += 8 (BoundaryMask) -> faa[s] (LE: the old tail)
 //          (FENCE: only after V4 completed, i.e. the check passed)
-//   L5  V6 EndianSwap: READ faa[s] -> L7.remote_addr (FENCE: after V5)
-//   C6  WAIT lcq >= 9n+6                     (V6 landed in L7)
+//   L6  V6 EndianSwap: READ faa[s] -> L8.remote_addr (FENCE: after V5)
+//   C6  WAIT lcq >= 9n+6                     (V6 landed in L8)
 //   C7  SEND_ENABLE L -> 16(n+1)
-//   L6  V7 WRITE 8 zero bytes (meta zero word) -> the TT entry: unmap. Before
+//   L7  V7 WRITE 8 zero bytes (meta zero word) -> the TT entry: unmap. Before
 //          the page re-enters the queue, so no other CN can be handed a page
 //          this CN still has mapped (FENCE: after V6 landed in V8's remote
 //          address; V2 landed before V3).
-//   L7  V8 WRITE L3.remote_addr (8 B, read out of L's own WQE: the page
+//   L8  V8 WRITE L4.remote_addr (8 B, read out of L's own WQE: the page
 //          address, BE) -> the old tail element (rkey meta): enqueue
-//   L8  V9 READ the meta zero word -> chk[s]: orders L9 after V7 and V8 (the
+//   L9  V9 READ the meta zero word -> chk[s]: orders L10 after V7 and V8 (the
 //          loopback responder executes in order; a READ response follows the
 //          WRITEs before it)
-//   L9  SEND_ENABLE R -> 4(n+1) (FENCE: after V9 completed)
-//   L10..L15 NOP (padding)
+//   L10 SEND_ENABLE R -> 4(n+1) (FENCE: after V9 completed)
+//   L11..L15 NOP (padding)
 //   R0..R3 as Unmapped Store (notification; WAIT rscq; ENABLE C -> 8(n+2)).
 //   A refused invalidation is a chain fault like an unmapped Load: no reply,
 //   the CN times out; ring, tail and TT are untouched.
@@ -219,13 +230,16 @@
 //     early takes the arguments of this instance's previous request, which
 //     the same CN sent and every chain re-checks (the atomic entry reads,
 //     V4): the CN replays its own earlier request.
-//   Open: Unmapped Store's A1/A2 and Invalidate's V1/V2 copy ta[s] by two
-//     READs. If a CN that lowered C0's count got its RECV to land between
-//     the two, the entry checked (CHK, V3/V4) and the entry written (U5,
-//     V7) would differ. A sweep of send delays (0-4 us, lowered C0) did not
-//     produce it in the sim; one fix is a fenced snapshot of ta[s] (one
-//     READ into a second scratch word both copies read), which fits in the
-//     NOP padding of both chains. Not done: no failing test yet.
+//   Unmapped Store's and Invalidate's tt_addr <- the RECV (ta[s]): a CN that
+//     lowered C0's count could get its RECV to land while L copies ta[s].
+//     Closed by S: ta[s] is read once per instance, into snap[s], which A1
+//     and A2 (V1 and V2) copy, so the entry checked (CHK; V3/V4) is the
+//     entry written (U5; V7). The sim cannot show the old two-READ hole by
+//     timing (its loopback responder served A1's and A2's reads of ta[s] at
+//     one instant: bisected to 1 ps, nothing lands between), a real RNIC's
+//     two DMA reads can straddle the scatter; chains_test checks the
+//     invariant (TheCnsTtAddrIsReadOncePerInstance, 2 reads before) and
+//     sweeps the landing time (OdrpChainRace).
 //   R2's ENABLE of C: C's next instance gates only on counts; a raised
 //     index runs C ahead, which is the "L run early" case above.
 //
@@ -399,6 +413,9 @@ class Chain {
   // of the chain is in flight.
   bool Idle() const;
   uint64_t staging_addr(uint32_t slot) const { return staging_ + slot * kPageBytes; }
+  // Where request n's RECV puts its tt_addr (slot n % slots; Unmapped Store
+  // and Invalidate). Attack tests write it as a late RECV would.
+  uint64_t request_tt_addr(uint32_t slot) const { return ta_addr(slot); }
 
   // ---- Recovery (MN CPU, control path only) ----
   // Moves R, L and C to ERR (those not there yet): the chain runs nothing more.
@@ -430,6 +447,7 @@ class Chain {
   uint64_t faa_addr(uint32_t s) const { return scratch_ + 8ull * s; }
   uint64_t ta_addr(uint32_t s) const { return scratch_ + 8ull * (geo_.slots + s); }
   uint64_t chk_addr(uint32_t s) const { return scratch_ + 8ull * (2 * geo_.slots + s); }
+  uint64_t snap_addr(uint32_t s) const { return scratch_ + 8ull * (3 * geo_.slots + s); }
 
   OdrpMn* mn_ = nullptr;
   const CnTable* cn_ = nullptr;

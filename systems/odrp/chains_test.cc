@@ -880,5 +880,120 @@ TEST_F(OdrpChainTest, OpenGatesNeverMakeAStepConsumeAStaleResult) {
   EXPECT_EQ(mn_->cpu().busy_ps(), cpu_after_setup_);
 }
 
+// Issue 13 ordering audit, the cross-QP case that was open: Unmapped Store
+// (A1/A2) and Invalidate (V1/V2) hand the CN's one tt_addr to the step that
+// checks the entry and to the step that writes it. A CN that lowers C0's
+// count (a re-arm value) lets L run the instance before its request lands,
+// and a raw SEND can land at any moment: if it lands between the two copies,
+// the entry checked is not the entry written. The test writes ta[s] as that
+// RECV would, at every 20 ns over the instance's first 3 us (the sim would
+// deliver a SEND there; the write hits the window exactly), with a
+// misaligned tt_addr that the check would refuse:
+//   Unmapped Store: checked the CN's old (aligned) entry, wrote the page
+//     address across entries k and k+1 (a forged entry, as in
+//     AMisalignedUnmappedStoreCannotForgeAnEntryToAnotherCnsPage).
+//   Invalidate: checked and freed the page of the old entry, zeroed bytes of
+//     entries k, k+1: the old entry stays mapped to a page back in the free
+//     queue, which the next store hands to another CN.
+class LateRequestBed : public OdrpChainTest {
+ public:
+  void TestBody() override {}
+  // Request `m` (m % kSlots == 1) of `kind` runs with C0 lowered; at `delta`
+  // after its first L step started, ta[1] becomes `late`. Returns what the
+  // instance did to entries k and k+1, and whether the old entry's page was
+  // freed while still mapped.
+  struct Outcome {
+    bool forged = false;            // entries k, k+1 no longer both 0
+    bool freed_but_mapped = false;  // Invalidate: the old entry's page in the queue
+    bool faulted = false;           // the check refused the late (misaligned) copy
+  };
+  Outcome Run(ChainKind kind, Ps delta) {
+    Build(/*pages=*/16);
+    Cn* c = cn(0);
+    constexpr uint32_t kM = 5;  // slot 1: ta[1] holds request 1's tt_addr
+    ChainClient* cl = kind == ChainKind::kUnmappedStore ? c->store.get() : c->inval.get();
+    Chain* ch = kind == ChainKind::kUnmappedStore ? c->store_chain.get() : c->inval_chain.get();
+    // Request kM - 2 carries the re-arm values of the instance serving kM.
+    cl->set_tamper([](uint64_t n, std::vector<uint64_t>* v) {
+      if (n == kM - 2) (*v)[0] -= 1;  // C0: WAIT for request kM - 1, not kM
+    });
+    // Requests 0..4 of the chain, the last one last (instance kM starts right
+    // after it); request 1 names swap page 1, mapped at the end.
+    for (uint32_t i = 0; i < kM; ++i) EXPECT_TRUE(Store(c, i * kPageBytes, Pattern(i)).ok()) << i;
+    if (kind == ChainKind::kInvalidate) {
+      for (uint32_t i = 0; i < kM; ++i) {
+        EXPECT_TRUE(Invalidate(c, i * kPageBytes).ok()) << i;
+        if (i == 1) {
+          EXPECT_TRUE(Store(c, i * kPageBytes, Pattern(i)).ok());
+        }
+      }
+    }
+    const uint64_t page1 = odrp_->LoadTtEntry(0, 1 * kPageBytes);
+    const uint64_t k = 9, late = c->table->tt_base + k * kTtEntryBytes + 1;
+    const uint64_t first = uint64_t{kM} * ch->geometry().l_wrs;
+    rt().Spawn([](Runtime& rt, Chain* ch, Node* mn, uint64_t first, Ps delta, uint64_t at,
+                  uint64_t late) -> Task<void> {
+      while (ch->worker_qp()->counters().send_wrs_executed <= first) {
+        co_await rt.SleepFor(5 * kPsPerNs);
+      }
+      co_await rt.SleepFor(delta);
+      mn->memory().StoreU64(at, late);
+    }(rt(), ch, mn_, first, delta, ch->request_tt_addr(1), late));
+    sim().Run();
+    Outcome o;
+    o.faulted = ch->worker_qp()->state() == QpState::kErr;
+    o.forged = odrp_->LoadTtEntry(0, k * kPageBytes) != 0 ||
+               odrp_->LoadTtEntry(0, (k + 1) * kPageBytes) != 0;
+    if (kind == ChainKind::kInvalidate && odrp_->LoadTtEntry(0, 1 * kPageBytes) == page1) {
+      for (uint64_t i = 0; i < odrp_->layout().ring_slots; ++i) {
+        o.freed_but_mapped |= odrp_->LoadElement(i) == page1;
+      }
+    }
+    return o;
+  }
+};
+
+TEST(OdrpChainRace, ALateRequestNeverSplitsTheEntryCheckedFromTheEntryWritten) {
+  for (const ChainKind kind : {ChainKind::kUnmappedStore, ChainKind::kInvalidate}) {
+    int forged = 0, freed_but_mapped = 0, faulted = 0, trials = 0;
+    for (Ps delta = 0; delta < 3 * kPsPerUs; delta += 20 * kPsPerNs, ++trials) {
+      LateRequestBed bed;
+      const LateRequestBed::Outcome o = bed.Run(kind, delta);
+      forged += o.forged;
+      freed_but_mapped += o.freed_but_mapped;
+      faulted += o.faulted;
+    }
+    std::cout << ChainKindName(kind) << ": " << trials << " landing times, " << faulted
+              << " refused (the late copy reached the check), " << forged << " forged entries, "
+              << freed_but_mapped << " pages freed while mapped\n";
+    EXPECT_EQ(forged, 0) << ChainKindName(kind);
+    EXPECT_EQ(freed_but_mapped, 0) << ChainKindName(kind);
+    EXPECT_GT(faulted, 0) << "no landing time reached the instance's copies";
+    EXPECT_LT(faulted, trials) << "every landing time reached the copies";
+  }
+}
+
+// The invariant behind it, which the sweep above cannot break in the sim
+// (the simulated loopback responder serves A1's and A2's reads of ta[s] at
+// one instant: bisected to 1 ps, the outcome flips from "both copies late"
+// to "both early" with nothing between; a real RNIC's two DMA reads can
+// straddle a RECV's scatter): the word the CN's RECV writes is read once
+// per instance, into a snapshot that every consumer copies from.
+TEST_F(OdrpChainTest, TheCnsTtAddrIsReadOncePerInstance) {
+  Build(4);
+  for (Chain* ch : {cn(0)->store_chain.get(), cn(0)->inval_chain.get()}) {
+    const ChainGeometry& g = ch->geometry();
+    for (uint32_t s = 0; s < g.slots; ++s) {
+      int reads = 0;
+      for (uint64_t i = uint64_t{s} * g.l_wrs; i < uint64_t{s + 1} * g.l_wrs; ++i) {
+        uint8_t be[8];
+        mn_->memory().Read(ch->worker_qp()->SendWqeAddr(i) + WqeLayout::kRemoteAddr, be, 8);
+        reads += fabric::LoadBe64(be) == ch->request_tt_addr(s);
+      }
+      EXPECT_EQ(reads, 1) << ChainKindName(g.kind) << " instance " << s;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dmb::systems::odrp
