@@ -158,6 +158,16 @@
 //   R0..R3 as Unmapped Store (notification; WAIT rscq; ENABLE C -> 4(n+2)).
 //   Load with the direction reversed; the loopback READ (not a WRITE) lets
 //   the FENCE on L2 order the notification after the data, as in U7.
+//   Against ODRP's own chain (RECV, READ the entry, WRITE page buf -> page,
+//   WRITE the notification): the 4 KB copy M2 is ODRP's step 3, the same
+//   loopback transfer (a READ here, so that L2's FENCE orders the
+//   notification after it; a WRITE's completion would not), not an extra
+//   one. What we do beyond ODRP: M1 is a FETCH_ADD of 0 where ODRP READs
+//   (it refuses a misaligned tt_addr; an 8-byte READ would not), and the
+//   C2/C3 gate before M2 (footnote 1: a real RNIC fetches M2 only after M1
+//   rewrote it; the sim's FENCE alone would order it). Measured (sim, 1
+//   thread, `dmbench micro access --system odrp --op write`): 8.6 us against
+//   ODRP's stated 4.6 us; issue 14 prices the gated step.
 //
 // ---- Invalidate(tt_addr, seq) ([ODRP] §4.3 "Page invalidation", §4.5.2) -------
 //   RECV   (R)  args -> ta[s] (tt_addr, MN scratch), R0.imm (seq); re-arm
