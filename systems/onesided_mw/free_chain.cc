@@ -489,15 +489,21 @@ FreeChain::Progress FreeChain::Inspect() const {
 
 FreeClient::FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,
                        uint64_t buf_addr, fabric::Cq* send_cq, uint32_t recycle_instances,
-                       uint32_t group_size)
+                       uint32_t group_size, uint32_t lanes)
     : cn_(cn),
       rt_(rt),
       mr_(mr),
       buf_(buf_addr),
       send_cq_(send_cq),
       recycle_(recycle_instances),
-      g_(group_size) {
-  const uint64_t bytes = recycle_ ? kRecycleBufferBytes : 8;
+      g_(group_size),
+      lanes_(lanes) {
+  if (lanes == 0 || (recycle_ && 2 * lanes > recycle_)) {
+    throw std::invalid_argument(
+        "onesided_mw FreeClient: lanes must be in [1, instances / 2], got " +
+        std::to_string(lanes));
+  }
+  const uint64_t bytes = recycle_ ? BufferBytes(lanes) : 8 * lanes;
   if (recycle_ && g_ == 0) {
     throw std::invalid_argument("onesided_mw FreeClient: a recycling client needs the group size");
   }
@@ -505,36 +511,33 @@ FreeClient::FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fa
     throw std::invalid_argument("onesided_mw FreeClient: buffer outside its MR");
   }
   if (!send_cq_) send_cq_ = cn->CreateCq(64, /*ignore_overrun=*/true);
-  recv_cq_ = cn->CreateCq(16);
+  recv_cq_ = cn->CreateCq(std::max<uint32_t>(16, 2 * lanes));
   fabric::QpInitAttr a;
   a.pd = pd;
   a.send_cq = send_cq_;
   a.recv_cq = recv_cq_;
-  a.max_send_wr = 16;
-  a.max_recv_wr = 4;
+  a.max_send_wr = std::max<uint32_t>(16, 4 * lanes);
+  a.max_recv_wr = std::max<uint32_t>(4, lanes);
   a.access = 0;  // the chain's reply is a SEND; nothing one-sided comes in
   qp_ = cn->CreateQp(a);
 }
 
-Task<Status> FreeClient::Free(uint64_t handle, Ps timeout) {
-  if (qp_->state() == QpState::kErr) {
-    co_return Status(Code::kLaneBroken, "onesided_mw free: the Free QP is in ERR");
-  }
-  const uint64_t seq = next_seq_++;
+bool FreeClient::PostRequest(uint64_t seq, uint64_t handle) {
+  const uint64_t slot = buf_ + (seq % lanes_) * (recycle_ ? kRecycleBufferBytes : 8);
   std::vector<uint8_t> req(8);
   fabric::StoreBe64(req.data(), handle);
   std::vector<SendWr> sends;
-  uint64_t req_addr = buf_;
+  uint64_t req_addr = slot;
   if (recycle_) {
     // The recycling chain's arguments (FreeChain's header).
     const std::vector<uint64_t> cv = FreeChain::ControlValues(seq + 1, g_, true);
     std::vector<uint8_t> vals(8 * cv.size());
     for (size_t i = 0; i < cv.size(); ++i) fabric::StoreBe64(vals.data() + 8 * i, cv[i]);
-    cn_->memory().Write(buf_, vals.data(), vals.size());
+    cn_->memory().Write(slot, vals.data(), vals.size());
     SendWr v;
     v.opcode = Opcode::kSend;
     v.flags = 0;
-    v.sg_list = {{buf_, static_cast<uint32_t>(vals.size()), mr_->lkey()}};
+    v.sg_list = {{slot, static_cast<uint32_t>(vals.size()), mr_->lkey()}};
     sends.push_back(v);
     std::vector<uint64_t> tail = FreeChain::TailValues(seq, g_);
     if (tamper_) tamper_(seq, &tail);
@@ -546,37 +549,50 @@ Task<Status> FreeClient::Free(uint64_t handle, Ps timeout) {
     fabric::StoreBe32(
         req.data() + req.size() - 4,
         static_cast<uint32_t>(FreeChain::kRecvsPerRequestRecycle * (seq + 1 + recycle_)));
-    req_addr = buf_ + 128;
+    req_addr = slot + 128;
   }
   cn_->memory().Write(req_addr, req.data(), req.size());
-  RecvWr rr;  // no SGEs: the reply carries no data
   SendWr s;
   s.opcode = Opcode::kSend;
   s.flags = 0;
   s.sg_list = {{req_addr, static_cast<uint32_t>(req.size()), mr_->lkey()}};
   sends.push_back(s);
-  bool posted = qp_->PostRecv(rr) == 0;
+  bool posted = qp_->PostRecv(RecvWr{}) == 0;  // no SGEs: the reply carries no data
   for (const SendWr& w : sends) posted = posted && qp_->PostSend(w) == 0;
-  if (!posted) {
+  return posted;
+}
+
+Task<Status> FreeClient::Free(uint64_t handle, Ps timeout) {
+  while (in_flight_ >= lanes_) co_await slot_free_.Wait();
+  if (qp_->state() == QpState::kErr) {
+    co_return Status(Code::kLaneBroken, "onesided_mw free: the Free QP is in ERR");
+  }
+  if (!PostRequest(next_seq_++, handle)) {
     co_return Status(Code::kLaneBroken, "onesided_mw free: cannot post on the Free QP");
   }
+  ++in_flight_;
+  // No suspension since the request was posted: turns are taken in request order.
+  co_await reply_turn_.Lock();
   auto pending = std::make_shared<chain::ReplyDeadline>();
   rt_->Spawn(chain::ArmDeadline(rt_, qp_, pending, timeout));
   const fabric::WorkCompletion wc = co_await recv_cq_->Next();
   pending->done = true;
-  if (wc.status != fabric::WcStatus::kSuccess) {
-    co_return Status(Code::kLaneBroken,
-                     pending->timed_out
-                         ? "onesided_mw free: no reply within " + std::to_string(PsToUs(timeout)) +
-                               " us (the MN's chain refused: not the owner, a double free or a "
-                               "forged handle; or it is dead); the Free QP is now in ERR"
-                         : "onesided_mw free: the Free QP failed (" +
-                               std::string(fabric::WcStatusName(wc.status)) + ")");
+  reply_turn_.Unlock();
+  --in_flight_;
+  slot_free_.NotifyAll();
+  if (wc.status == fabric::WcStatus::kSuccess) {
+    co_return wc.byte_len == 0 ? Status()
+                               : Status(Code::kLaneBroken, "onesided_mw free: malformed reply");
   }
-  if (wc.byte_len != 0) {
-    co_return Status(Code::kLaneBroken, "onesided_mw free: malformed reply");
+  if (pending->timed_out) {
+    co_return Status(Code::kNotOwner,
+                     "onesided_mw free: no reply within " + std::to_string(PsToUs(timeout)) +
+                         " us (the MN's chain refused: not the owner, a double free or a "
+                         "forged handle; or it is dead); the Free QP is now in ERR");
   }
-  co_return Status();
+  co_return Status(Code::kLaneBroken, "onesided_mw free: the Free QP failed (" +
+                                          std::string(fabric::WcStatusName(wc.status)) +
+                                          "): an earlier free on it was refused");
 }
 
 }  // namespace dmb::systems::onesided_mw

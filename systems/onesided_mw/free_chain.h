@@ -169,6 +169,7 @@
 #include <vector>
 
 #include "fabric/node.h"
+#include "systems/common/wait_list.h"
 #include "systems/onesided_mw/metadata.h"
 #include "systems/status.h"
 
@@ -289,7 +290,11 @@ class FreeChain {
 };
 
 // The CN end of one Free QP. Creates the CN's Free QP (not connected); MW 0
-// of every group the CN allocates is usable through it. One free at a time.
+// of every group the CN allocates is usable through it. Up to `lanes` frees
+// in flight, each with its own slot of the buffer: the chain's instance s+1
+// starts its L1 as soon as instance s's L5 completed (C's ticket), so
+// overlapping frees hide the CN round trip and the request's landing, not
+// the chain's own dependent steps.
 class FreeClient {
  public:
   // `mr` covers [buf_addr, +8) with local access (the request is sent from
@@ -298,11 +303,13 @@ class FreeClient {
   // unsignaled and lands there only if it fails. Null: a counting-only CQ
   // (nothing stored, so the caller cannot poll it).
   // Recycling chain (FreeChainConfig::recycle) with `recycle_instances`
-  // instances and groups of `group_size`: the buffer needs kRecycleBufferBytes.
+  // instances and groups of `group_size`: the buffer needs BufferBytes(lanes)
+  // (`lanes` <= recycle_instances / 2).
   FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,
              uint64_t buf_addr, fabric::Cq* send_cq = nullptr, uint32_t recycle_instances = 0,
-             uint32_t group_size = 0);
-  static constexpr uint64_t kRecycleBufferBytes = 256;
+             uint32_t group_size = 0, uint32_t lanes = 1);
+  static constexpr uint64_t kRecycleBufferBytes = 256;  // one slot
+  static uint64_t BufferBytes(uint32_t lanes) { return lanes * kRecycleBufferBytes; }
 
   fabric::Qp* qp() const { return qp_; }
   fabric::Cq* send_cq() const { return send_cq_; }
@@ -310,9 +317,13 @@ class FreeClient {
   fabric::Cq* recv_cq() const { return recv_cq_; }
 
   // Sends the request (the handle of an AllocGrant) and awaits the chain's
-  // reply. No reply within `timeout` means the chain refused (not the
-  // owner, a double free, a forged handle) or is dead: the client moves its
-  // QP to ERR (flushing the pending RECV) and returns kLaneBroken.
+  // reply; callers may overlap (beyond `lanes` they wait for a slot).
+  // Replies come in request order. No reply within `timeout` means the
+  // chain refused this request (not the owner, a double free, a forged
+  // handle) or is dead: the client moves its QP to ERR and returns
+  // kNotOwner. The frees behind it in flight are flushed without having run
+  // (the chain's ticket never passed the refused instance) and return
+  // kLaneBroken: retry them on a renewed chain.
   Task<Status> Free(uint64_t handle, Ps timeout);
 
   // Attack tests: a malicious CN's edit of the tail values (TailValues order)
@@ -321,6 +332,9 @@ class FreeClient {
   void set_tamper(Tamper t) { tamper_ = std::move(t); }
 
  private:
+  // Writes request `seq` into its slot and posts its reply RECV and SENDs.
+  bool PostRequest(uint64_t seq, uint64_t handle);
+
   fabric::Node* cn_;
   fabric::Runtime* rt_;
   fabric::Mr* mr_;
@@ -330,7 +344,11 @@ class FreeClient {
   fabric::Qp* qp_ = nullptr;
   uint32_t recycle_ = 0;
   uint32_t g_ = 0;
+  uint32_t lanes_ = 1;
   uint64_t next_seq_ = 0;
+  uint32_t in_flight_ = 0;
+  WaitList slot_free_;  // frees waiting for one of the `lanes` slots
+  CoMutex reply_turn_;  // replies are consumed in request order
   Tamper tamper_;
 };
 

@@ -188,10 +188,11 @@ class FreeChainTest : public SimFixture {
     EXPECT_EQ(cn.node->memory().LoadU64(cn.buf + 128), pattern);
   }
 
-  // A refused free: no reply, the requester's Free lane is dead.
+  // A refused free: no reply (kNotOwner: this request was refused, not
+  // flushed behind another), the requester's Free lane is dead.
   void ExpectRefused(const Status& s) {
     EXPECT_FALSE(s.ok());
-    EXPECT_EQ(s.code(), Code::kLaneBroken) << s.ToString();
+    EXPECT_EQ(s.code(), Code::kNotOwner) << s.ToString();
     EXPECT_NE(s.message().find("no reply"), std::string::npos) << s.ToString();
   }
 

@@ -586,15 +586,16 @@ std::shared_ptr<AllocClient> OsmwCn::NewAllocClient(Pair& p) {
                                        p.alloc_buf, g_, instances_, lanes_);
 }
 
-std::unique_ptr<FreeClient> OsmwCn::NewFreeClient(Pair& p) {
-  return std::make_unique<FreeClient>(node_, pd_, &deployment_.cluster->runtime(), p.mr, p.free_buf,
-                                      node_->CreateCq(64, /*ignore_overrun=*/true), instances_, g_);
+std::shared_ptr<FreeClient> OsmwCn::NewFreeClient(Pair& p) {
+  return std::make_shared<FreeClient>(node_, pd_, &deployment_.cluster->runtime(), p.mr, p.free_buf,
+                                      node_->CreateCq(64, /*ignore_overrun=*/true), instances_, g_,
+                                      lanes_);
 }
 
 Task<OsmwCn::Pair*> OsmwCn::NewPair() {
   auto p = std::make_unique<Pair>();
   const uint64_t abytes = AllocClient::BufferBytes(g_, lanes_);
-  const uint64_t bytes = abytes + FreeClient::kRecycleBufferBytes;
+  const uint64_t bytes = abytes + FreeClient::BufferBytes(lanes_);
   const uint64_t base = node_->memory().Alloc(bytes, 4096);
   p->mr = co_await node_->RegMr(pd_, base, bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
   p->alloc_buf = base;
@@ -681,17 +682,42 @@ Task<Status> OsmwCn::Free(AccessGroup& g, const Chunk& c) {
   auto it = pair_of_handle_.find(c.id);
   // A handle this CN was not granted still goes to the chain, which refuses it.
   Pair& p = it != pair_of_handle_.end() ? *it->second : PairFor(g);
-  co_await p.free_lock.Lock();
-  if (!p.closed_why.empty()) {
+  // Frees overlap on the pair's Free QP (up to alloc_lanes in flight). A
+  // refused free kills the chain; the frees behind it were flushed unrun
+  // and retry once on the renewed chain.
+  for (int attempt = 0;; ++attempt) {
+    if (!p.closed_why.empty()) co_return Status(Code::kLaneBroken, p.closed_why);
+    std::shared_ptr<FreeClient> client = p.free;
+    const Status st = co_await client->Free(c.id, timeout_);
+    if (st.ok()) {
+      if (auto at = pair_of_handle_.find(c.id); at != pair_of_handle_.end()) {
+        pair_of_handle_.erase(at);
+      }
+      co_return st;
+    }
+    // Whoever comes first renews the chain; the refused free (kNotOwner: no
+    // reply) reports it, the frees flushed behind it retry once.
+    co_await p.free_lock.Lock();
+    Status renewed;
+    if (client == p.free) renewed = co_await RenewFreeChain(p);
     p.free_lock.Unlock();
-    co_return Status(Code::kLaneBroken, p.closed_why);
+    if (!renewed.ok()) {
+      co_return Status(Code::kLaneBroken, "onesided_mw: the MN's free chain refused a free, and: " +
+                                              renewed.message());
+    }
+    if (st.code() == Code::kNotOwner) {
+      co_return Status(Code::kNotOwner,
+                       "onesided_mw: the MN's free chain refused chunk " + std::to_string(c.id) +
+                           " (MW 0 is not bound to this CN's Free QP: not the owner, a forged "
+                           "handle or a double free); nothing changed");
+    }
+    if (attempt > 0) co_return st;
   }
-  Status st = co_await p.free->Free(c.id, timeout_);
-  if (st.ok()) {
-    p.free_lock.Unlock();
-    if (it != pair_of_handle_.end()) pair_of_handle_.erase(it);
-    co_return st;
-  }
+}
+
+// After a refused free: fresh clients, and the MN rebuilds both chains and
+// moves MW 0 of what this CN holds through the pair to the new Free QP.
+Task<Status> OsmwCn::RenewFreeChain(Pair& p) {
   std::vector<uint64_t> held;
   for (const auto& [h, hp] : pair_of_handle_) {
     if (hp == &p) held.push_back(h);
@@ -701,17 +727,8 @@ Task<Status> OsmwCn::Free(AccessGroup& g, const Chunk& c) {
   co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 6);
   const Status renewed =
       co_await Mn().RenewFree(p.id, p.free->qp(), p.alloc->qp(), std::move(held));
-  if (!renewed.ok()) {
-    p.closed_why = renewed.message();
-    p.free_lock.Unlock();
-    co_return Status(Code::kLaneBroken, "onesided_mw: the MN's free chain refused chunk " +
-                                            std::to_string(c.id) + ", and: " + renewed.message());
-  }
-  p.free_lock.Unlock();
-  co_return Status(Code::kNotOwner,
-                   "onesided_mw: the MN's free chain refused chunk " + std::to_string(c.id) +
-                       " (MW 0 is not bound to this CN's Free QP: not the owner, a forged "
-                       "handle or a double free); nothing changed");
+  if (!renewed.ok()) p.closed_why = renewed.message();
+  co_return renewed;
 }
 
 // ============================== Registry ==============================
@@ -742,7 +759,8 @@ const SystemInfo kOneSidedMw{
      {"alloc_lanes", KnobKind::kInt, "0",
       "allocations in flight per Alloc QP: lanes of the allocation chain, each its own worker "
       "and control QP on the MN (chain_instances / alloc_lanes >= 4); 0 = 4 with sep (the CN's "
-      "threads share a pair), 1 without (one thread per pair)",
+      "threads share a pair), 1 without (one thread per pair); the pair's Free QP takes as many "
+      "frees in flight",
       0, 64},
      {"reply_timeout_us", KnobKind::kInt, "1000",
       "a CN declares its chain faulted after this long without a reply", 1, 100000000},

@@ -238,10 +238,10 @@ class OsmwCn : public CnBase {
     // Shared: allocations in flight keep the client they posted on alive
     // while another renews the pair.
     std::shared_ptr<AllocClient> alloc;
-    std::unique_ptr<FreeClient> free;
-    CoMutex alloc_lock;      // one renewal at a time
-    Status renewal;          // what the last renewal of the alloc chain reported
-    std::string closed_why;  // the MN closed this CN's pairs (max_renewals)
+    std::shared_ptr<FreeClient> free;  // frees in flight keep theirs alive too
+    CoMutex alloc_lock;                // one renewal at a time
+    Status renewal;                    // what the last renewal of the alloc chain reported
+    std::string closed_why;            // the MN closed this CN's pairs (max_renewals)
     CoMutex free_lock;
   };
   OsmwMn& Mn();
@@ -250,7 +250,8 @@ class OsmwCn : public CnBase {
   Pair& PairFor(const AccessGroup& g);
   std::shared_ptr<AllocClient> NewAllocClient(Pair& p);
   Result<Chunk> GrantedChunk(AccessGroup& g, Pair& p, const AllocGrant& a);
-  std::unique_ptr<FreeClient> NewFreeClient(Pair& p);
+  std::shared_ptr<FreeClient> NewFreeClient(Pair& p);
+  Task<Status> RenewFreeChain(Pair& p);
 
   uint32_t g_ = 3;
   bool sep_ = true;

@@ -221,6 +221,48 @@ TEST(OneSidedMw, ConcurrentAllocationsAreDistinctAndOwnedByTheirHolder) {
 
 // A free naming another CN's entry, or a forged address, fails at MW 0 and
 // changes nothing in the queue or the MWTable; the victim keeps its chunk.
+// Frees overlap on one Free QP (sep: the CN's threads share it, up to
+// alloc_lanes in flight). A forged free among them kills the chain: it alone
+// is refused (kNotOwner), the honest frees flushed behind it retry on the
+// renewed chain and succeed, and the MN renews once.
+TEST(OneSidedMw, OverlappingFreesSurviveAForgedOneAmongThem) {
+  constexpr int kFrees = 12;
+  Testbed tb(Spec(1));
+  std::vector<Status> honest(kFrees);
+  Status forged;
+  AccessGroup* g = nullptr;
+  std::vector<Chunk> chunks;
+  tb.Run([](Testbed& tb, AccessGroup** g, std::vector<Chunk>* chunks) -> Task<void> {
+    *g = co_await tb.cn(0).OpenGroup(2, 1 << 16);
+    for (int i = 0; i < kFrees; ++i) {
+      auto r = co_await tb.cn(0).Alloc(**g);
+      CO_ASSERT_OK(r.status);
+      chunks->push_back(r.value);
+    }
+  }(tb, &g, &chunks));
+  ASSERT_EQ(chunks.size(), static_cast<size_t>(kFrees));
+  auto one = [](Testbed& tb, AccessGroup* g, Chunk c, Status* out) -> Task<void> {
+    *out = co_await tb.cn(0).Free(*g, c);
+  };
+  std::vector<Task<void>> all;  // all at once: they overlap on the pair's Free QP
+  for (int i = 0; i < kFrees; ++i) {
+    all.push_back(one(tb, g, chunks[i], &honest[i]));
+    if (i == kFrees / 2) {
+      Chunk bad = chunks[0];
+      bad.id = 8;  // names no entry
+      all.push_back(one(tb, g, bad, &forged));
+    }
+  }
+  const Ps t0 = tb.now();
+  tb.RunAll(std::move(all));
+  std::cout << kFrees << " frees and a forged one, all at once: " << PsToUs(tb.now() - t0)
+            << " us\n";
+  for (int i = 0; i < kFrees; ++i) EXPECT_TRUE(honest[i].ok()) << i << ": " << honest[i].ToString();
+  EXPECT_EQ(forged.code(), Code::kNotOwner) << forged.ToString();
+  EXPECT_EQ(Mn(tb).osmw_stats().free_renewals, 1u);
+  EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
+}
+
 TEST(OneSidedMw, ForgedAndForeignFreesFailAtMw0AndChangeNothing) {
   Testbed tb(Spec(2));
   int refused = 0, tried = 0;
