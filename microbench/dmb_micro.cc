@@ -72,7 +72,7 @@ Benches (--bench):
                 mw_type, size_bytes
   kv            The OneSidedMW paper's KV store (RACE index, slab allocator) on
                 --system: cns x threads clients, one partition each, --keys
-                random keys of --key-bytes with --value byte values (§6.1).
+                random keys of --key-bytes in --value byte blocks (§6.1).
                 --workload fillsync: insert every key (measured), then delete a
                 random 90% (deleterandom); ycsbd: --keys ops, 50% inserts, 50%
                 reads of keys already inserted, then delete 90%; insert:
@@ -83,7 +83,7 @@ Benches (--bench):
                 the store gave back after the workload / its peak), mn_cpu_peak
                 (MN cores busy in the busiest of 20 intervals per phase, the
                 first and last dropped: the steady state),
-                mn_cpu_mean (phase 1), alloc_bytes, value_bytes, keys,
+                mn_cpu_mean (phase 1), alloc_bytes, value_bytes, block_bytes, keys,
                 threads_total, peak_mn_bytes, buckets_per_partition
 
 Options (each names the benches it applies to; others are an error):
@@ -108,8 +108,13 @@ Options (each names the benches it applies to; others are an error):
   --page 4KB|2MB       mr_reg: OS pages backing the region (default 4KB; Patronus and
                        FineMem register hugepage-backed memory)
   --workload W         kv: fillsync, ycsbd or insert (default fillsync)
-  --value SIZE         kv: value bytes (default 1KB); the KV block (8 B + key +
-                       value) must fit the approach's chunk
+  --value SIZE         kv: the size the paper's Figures 6-7 label (default 1KB): with
+                       --kv-size block the whole KV block (8 B header + key +
+                       value), with --kv-size value the value alone; the block
+                       must fit the approach's chunk
+  --kv-size block|value  kv: what --value sizes (default block: a 1 KB point fills
+                       the 1 KB size class, as the paper's deallocation rates
+                       0.9^k say; value: db_bench's --value_size, a 2 KB block)
   --keys N             kv: keys over all threads (ycsbd: ops; default 1000000,
                        db_bench's and the paper's; the figure specs use fewer)
   --key-bytes N        kv: key bytes (default 16)
@@ -154,6 +159,7 @@ struct Args {
   std::string profile = "cx5";
   std::string workload = "fillsync";  // kv
   std::string value = "1KB";          // kv
+  std::string kv_size = "block";      // kv: what --value sizes
   uint64_t keys = 1000000;            // kv
   uint32_t key_bytes = 16;            // kv
   std::vector<std::string> given;     // our flags as given, in order
@@ -217,6 +223,7 @@ const std::vector<FlagDef>& Flags() {
       {"--page", {"mr_reg"}},
       {"--workload", {"kv"}},
       {"--value", {"kv"}},
+      {"--kv-size", {"kv"}},
       {"--keys", {"kv"}},
       {"--key-bytes", {"kv"}},
       {"--seed", {}},
@@ -271,6 +278,11 @@ void Assign(Args* a, const std::string& flag, const std::string& v) {
     a->workload = v;
   } else if (flag == "--value") {
     a->value = v;
+  } else if (flag == "--kv-size") {
+    if (v != "block" && v != "value") {
+      throw ConfigError("--kv-size: expected block or value, got \"" + v + "\"");
+    }
+    a->kv_size = v;
   } else if (flag == "--keys") {
     a->keys = ParseInt<uint64_t>(flag, v, 1, 100'000'000);
   } else if (flag == "--key-bytes") {
@@ -512,6 +524,7 @@ Report RunKv(const Args& a) {
   spec.threads = a.threads;
   spec.keys = a.keys;
   spec.value_bytes = static_cast<uint32_t>(value);
+  spec.size_is = a.kv_size;
   spec.key_bytes = a.key_bytes;
   spec.seed = a.seed;
   const TestbedSpec bed = BedSpec(a);
@@ -529,9 +542,9 @@ Report RunKv(const Args& a) {
   Report rep;
   rep.name = "kv";
   rep.label = BedLabel(a, bed, a.threads) + ",workload=" + a.workload +
-              ",value=" + systems::FormatSize(value) + ",keys=" + std::to_string(a.keys) +
-              ",key_bytes=" + std::to_string(a.key_bytes) + ",commit=" + r.commit +
-              KnobsLabel(r.knobs);
+              ",value=" + systems::FormatSize(value) + ",kv_size=" + a.kv_size +
+              ",keys=" + std::to_string(a.keys) + ",key_bytes=" + std::to_string(a.key_bytes) +
+              ",commit=" + r.commit + KnobsLabel(r.knobs);
   rep.seconds = PsToS(r.phase1_ps);
   rep.counters = {{"tput_mops", r.tput_mops()},
                   {"lat_us_p50", r.lat.p50_us()},
@@ -549,6 +562,7 @@ Report RunKv(const Args& a) {
            {"mn_cpu_mean", r.mn_cpu_mean},
            {"alloc_bytes", d(r.granularity_bytes)},
            {"value_bytes", d(value)},
+           {"block_bytes", d(r.block_bytes)},
            {"keys", d(a.keys)},
            {"threads_total", d(static_cast<uint64_t>(r.threads_total))},
            {"peak_mn_bytes", d(r.peak_mn_bytes)},

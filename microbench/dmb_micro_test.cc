@@ -251,9 +251,17 @@ TEST(DmbMicroKv, RefusedApproachOrValueExits2WithTheFix) {
   EXPECT_NE(o.out.find("dmb_micro: error: odrp: fixed 4KB"), std::string::npos) << o.out;
   EXPECT_EQ(o.out.find('\n'), o.out.size() - 1) << "one line: " << o.out;
   o = RunMicro(std::string(kKvSmall) + "--system rpc_mw --set granularity=512B --value 1KB", true);
-  EXPECT_EQ(o.exit_code, 2);
-  EXPECT_NE(o.out.find("use a granularity >= 2KB"), std::string::npos) << o.out;
+  EXPECT_EQ(o.exit_code, 2);  // a 1 KB block
+  EXPECT_NE(o.out.find("use a granularity >= 1KB"), std::string::npos) << o.out;
   EXPECT_EQ(o.out.find('\n'), o.out.size() - 1) << "one line: " << o.out;
+  o = RunMicro(
+      std::string(kKvSmall) + "--system rpc_mw --set granularity=1KB --value 1KB --kv-size value",
+      true);
+  EXPECT_EQ(o.exit_code, 2);  // a 1 KB value: 8 B + 16 B key + 1 KB, the 2 KB class
+  EXPECT_NE(o.out.find("use a granularity >= 2KB"), std::string::npos) << o.out;
+  o = RunMicro(std::string(kKvSmall) + "--kv-size bytes", true);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("--kv-size: expected block or value"), std::string::npos) << o.out;
   o = RunMicro("--bench kv --ops 10", true);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.out.find("--ops does not apply to --bench kv"), std::string::npos) << o.out;

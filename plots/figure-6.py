@@ -42,7 +42,7 @@ import style as S  # noqa: E402
 NAME = "figure-6"
 
 # Extra point keys of the key-value store rows (besides common.KEY_COLS).
-KV_KEYS = ["workload", "value_bytes", "alloc_bytes", "threads_total"]
+KV_KEYS = ["workload", "value_bytes", "kv_size", "alloc_bytes", "threads_total"]
 KV_METRICS = ["tput_mops", "lat_us_p99", "lat_us_p50", "lat_us_mean", "dealloc_rate",
               "mn_cpu_peak", "mn_cpu_mean"]
 WORKLOAD_ORDER = ["fillsync", "ycsbd", "insert"]
@@ -110,14 +110,22 @@ def load_kv(results_dir, name, required=("system", "tput_mops")):
     absent = [c for c in optional if c not in df.columns]
     if absent:
         C.warn(f"{name}: {C.display_path(path)} lacks column(s) {', '.join(absent)}")
-    for c in C.KEY_COLS + ["seed", "workload", "value_bytes"]:
+    for c in C.KEY_COLS + ["seed", "workload", "value_bytes", "kv_size"]:
         if c not in df.columns:
             df[c] = ""
         df[c] = df[c].astype(str).str.strip()
     for c in C.NUMERIC_KEYS + ["value_bytes"]:
         df[c] = df[c].map(C.norm_num)
-    for c in ("system", "op", "io", "workload", "mn_cores"):
+    for c in ("system", "op", "io", "workload", "mn_cores", "kv_size"):
         df[c] = df[c].str.lower()
+    # kv_size says what value_bytes sizes: the whole KV block (the paper's
+    # panels) or the value alone. The panels draw one reading, the block's;
+    # the other's points are in the CSV and compare.csv.
+    if (df["kv_size"] == "block").any() and (df["kv_size"] != "block").any():
+        other = sorted(set(df["kv_size"]) - {"block"})
+        print(f"{name}: the panels draw kv_size=block; {int((df['kv_size'] != 'block').sum())} "
+              f"row(s) with kv_size={', '.join(other) or '(empty)'} are left to the CSV")
+        df = df[df["kv_size"] == "block"].copy()
     for c in C.METRICS + KV_METRICS + ["alloc_bytes", "threads_total"]:
         if c not in df.columns:
             df[c] = math.nan

@@ -111,7 +111,7 @@ Task<void> Client(Shared* sh, KvClient* kv, uint64_t share) {
   const uint32_t p = kv->partition();
   KeyGen gen(sh->opts, p, spec.key_bytes, spec.seed);
   std::mt19937_64 ops_rng = Stream(spec.seed, p, 2);
-  const std::string value(spec.value_bytes, 'v');
+  const std::string value(ValueLength(spec), 'v');
   std::vector<std::string> inserted;
   Footprint fp{sh, kv};
   fp.Update();
@@ -201,6 +201,21 @@ double SteadyPeakCores(const fabric::Cpu& cpu, const std::vector<Ps>& barrier_at
 
 }  // namespace
 
+uint32_t ValueLength(const KvWorkloadSpec& spec) {
+  if (spec.size_is == "value") return spec.value_bytes;
+  if (spec.size_is != "block") {
+    throw ConfigError("size_is '" + spec.size_is +
+                      "': expected block (the size is the whole KV block) or value");
+  }
+  const uint64_t overhead = 8ull + spec.key_bytes;  // header + key
+  if (spec.value_bytes <= overhead) {
+    throw ConfigError("a " + Size(spec.value_bytes) + " KV block cannot hold the 8 B header, a " +
+                      std::to_string(spec.key_bytes) + " B key and a value; use a size above " +
+                      std::to_string(overhead) + " B, or size the value alone (kv_size=value)");
+  }
+  return static_cast<uint32_t>(spec.value_bytes - overhead);
+}
+
 KvWorkloadResult RunKvWorkload(microbench::Testbed& tb, const KvWorkloadSpec& spec) {
   if (spec.workload != "fillsync" && spec.workload != "ycsbd" && spec.workload != "insert") {
     throw ConfigError("unknown workload '" + spec.workload + "'; known: fillsync, ycsbd, insert");
@@ -211,6 +226,7 @@ KvWorkloadResult RunKvWorkload(microbench::Testbed& tb, const KvWorkloadSpec& sp
                       ": keys need at least 8 bytes (random alphanumerics)");
   }
   if (spec.keys < 1) throw ConfigError("keys must be at least 1");
+  (void)ValueLength(spec);  // a bad size_is or a block too small, before anything opens
   if (spec.cpu_samples < 3) {
     throw ConfigError("cpu_samples " + std::to_string(spec.cpu_samples) +
                       ": the peak drops the first and last interval, so at least 3");
@@ -264,12 +280,13 @@ KvWorkloadResult RunKvWorkload(microbench::Testbed& tb, const KvWorkloadSpec& sp
   }
   r.commit = std::string(CommitModeName(kvs[0]->commit_mode()));
   // A KV block: u32 key length | u32 value length | key | value.
-  const uint64_t block = 8ull + spec.key_bytes + spec.value_bytes;
+  const uint64_t block = 8ull + spec.key_bytes + ValueLength(spec);
+  r.block_bytes = block;
   const std::vector<uint32_t> classes = SlabAllocator::DefaultClasses(r.granularity_bytes);
   if (classes.empty() || classes.back() < block) {
     close_all();
     const std::string what = "a " + std::to_string(spec.key_bytes) + " B key and " +
-                             Size(spec.value_bytes) + " value need a " + std::to_string(block) +
+                             Size(ValueLength(spec)) + " value need a " + std::to_string(block) +
                              " B KV block";
     uint64_t need = 64;
     while (need < block) need *= 2;

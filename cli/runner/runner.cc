@@ -47,7 +47,8 @@ const std::map<std::string, std::map<std::string, std::string>> kOpDefaults = {
     {"alloc", {{"ops", "200"}}},
     {"offload_read", {{"size", "4096"}, {"ops", "1000"}, {"offload_qps", "0"}}},
     {"mr_reg", {{"size", "4096"}, {"page", "4096"}}},
-    {"kv", {{"workload", "fillsync"}, {"value", "1024"}, {"keys", "1000000"}}},
+    {"kv",
+     {{"workload", "fillsync"}, {"value", "1024"}, {"kv_size", "block"}, {"keys", "1000000"}}},
     {"mw_bind", {{"size", "4096"}, {"mw_type", "1"}}},
 };
 
@@ -56,7 +57,8 @@ const std::map<std::string, std::string> kFlagOf = {
     {"pool", "--pool"},       {"io", "--op"},       {"size", "--size"},
     {"ops", "--ops"},         {"batch", "--batch"}, {"offload_qps", "--offload-qps"},
     {"mw_type", "--mw-type"}, {"page", "--page"},   {"workload", "--workload"},
-    {"value", "--value"},     {"keys", "--keys"},   {"profile", "--profile"}};
+    {"value", "--value"},     {"keys", "--keys"},   {"profile", "--profile"},
+    {"kv_size", "--kv-size"}};
 
 std::map<std::string, std::string> Params(const Point& p) {
   auto out = p.params;
@@ -201,6 +203,7 @@ Row RowOf(const Spec& spec, const Point& p, const fs::path& path) {
   r["page_bytes"] = get("page");
   r["workload"] = get("workload");
   r["value_bytes"] = get("value");
+  r["kv_size"] = get("kv_size");
   r["profile"] = get("profile");
   std::string knobs;
   for (const auto& [k, v] : p.knobs) knobs += (knobs.empty() ? "" : ";") + k + "=" + v;
@@ -258,7 +261,7 @@ std::string CompareCsv(const Spec& spec, const std::vector<Row>& rows) {
     std::string param, param_value;
     for (const char* k :
          {"offload_qps", "size_bytes", "mw_type", "page_bytes", "io", "cns", "mn_cores", "workload",
-          "value_bytes", "alloc_bytes", "threads_total", "profile"}) {
+          "value_bytes", "kv_size", "alloc_bytes", "threads_total", "profile"}) {
       if (get(k).empty()) continue;
       param += (param.empty() ? "" : ";") + std::string(k);
       param_value += (param_value.empty() ? "" : ";") + get(k);
@@ -360,7 +363,7 @@ const std::vector<std::string>& CsvColumns() {
     std::vector<std::string> v = {"figure",      "system",  "variant",    "op",       "io",
                                   "threads",     "cns",     "mn_cores",   "seed",     "size_bytes",
                                   "offload_qps", "mw_type", "page_bytes", "workload", "value_bytes",
-                                  "profile",     "knobs"};
+                                  "kv_size",     "profile", "knobs"};
     v.insert(v.end(), MetricCols().begin(), MetricCols().end());
     return v;
   }();

@@ -23,9 +23,9 @@ const std::vector<std::string> kPaperKeys = {"label",       "where", "match",   
                                              "relative_to", "value", "tolerance"};
 const std::vector<std::string> kClusterKeys = {"cns", "mn_cores", "pool"};
 const std::vector<std::string> kMatchKeys = {
-    "system",        "variant",    "op",  "io",       "threads",  "size_bytes",  "offload_qps",
-    "mw_type",       "page_bytes", "cns", "mn_cores", "workload", "value_bytes", "alloc_bytes",
-    "threads_total", "profile"};
+    "system",        "variant",    "op",     "io",       "threads",  "size_bytes",  "offload_qps",
+    "mw_type",       "page_bytes", "cns",    "mn_cores", "workload", "value_bytes", "alloc_bytes",
+    "threads_total", "profile",    "kv_size"};
 
 // The parameters each op takes (the micro program refuses the others).
 const std::map<std::string, std::vector<std::string>> kOpParams = {
@@ -34,7 +34,8 @@ const std::map<std::string, std::vector<std::string>> kOpParams = {
     {"offload_read", {"io", "size", "ops", "offload_qps"}},
     {"mr_reg", {"size", "ops", "page"}},
     {"mw_bind", {"size", "ops", "mw_type"}},
-    {"kv", {"threads", "cns", "mn_cores", "pool", "workload", "value", "keys", "profile"}},
+    {"kv",
+     {"threads", "cns", "mn_cores", "pool", "workload", "value", "kv_size", "keys", "profile"}},
 };
 
 bool Takes(const std::string& op, const std::string& key) {
@@ -113,6 +114,15 @@ std::string CheckParam(const std::string& key, const std::string& v, const std::
     return v;
   }
   if (key == "offload_qps") return positive(0);
+  if (key == "kv_size") {
+    if (v != "block" && v != "value") {
+      Fail(where,
+           "expected block (value sizes the whole KV block) or value (the value alone), "
+           "got \"" +
+               v + "\"");
+    }
+    return v;
+  }
   if (key == "profile") {
     try {
       (void)sim::Profile::ByName(v);
@@ -300,8 +310,8 @@ const std::vector<std::string>& KnownMetrics() {
 
 const std::vector<std::string>& KnownParams() {
   static const std::vector<std::string> k = {
-      "threads", "cns",  "mn_cores", "pool",  "io",   "size",  "ops",    "offload_qps",
-      "mw_type", "page", "workload", "value", "keys", "batch", "profile"};
+      "threads", "cns",  "mn_cores", "pool",  "io",   "size",  "ops",     "offload_qps",
+      "mw_type", "page", "workload", "value", "keys", "batch", "profile", "kv_size"};
   return k;
 }
 

@@ -155,6 +155,9 @@ TEST(Spec, KvRunsAndParamOverrides) {
   EXPECT_THROW(OverrideParam(&s, "offload_qps", "3"), SpecError);  // no run takes it
   EXPECT_EQ(ErrorOf(Replace(kv, "workload: fillsync", "workload: fill")),
             "runs[1].params.workload: expected fillsync, ycsbd or insert, got \"fill\"");
+  EXPECT_NE(ErrorOf(Replace(kv, "value: 1KB", "value: 1KB, kv_size: val"))
+                .find("runs[1].params.kv_size: expected block"),
+            std::string::npos);
 }
 
 TEST(Spec, TwoRunsProducingTheSamePointAreRefused) {
