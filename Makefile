@@ -11,7 +11,7 @@
 #                    make alloc-rate, make offload-model; `make figures` runs them all)
 #   make calibrate   check every calibration primitive against its source
 #   make bench       simulator speed (simulated WRs per wall second)
-#   make format      clang-format the tree
+#   make format      clang-format the tree (make test checks it: ctest style.clang_format)
 #
 # Debian 12 packages used (installed by `make deps` when missing):
 DEB_PACKAGES := build-essential cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev \
@@ -82,10 +82,10 @@ bench: release
 	./build/release/microbench/sim_speed_bench --benchmark_min_time=1
 
 format:
-	find fabric microbench cli -name '*.h' -o -name '*.cc' | xargs clang-format -i
+	find fabric systems microbench apps cli tests \( -name '*.h' -o -name '*.cc' \) -print0 | xargs -0 clang-format -i
 
 format-check:
-	find fabric microbench cli -name '*.h' -o -name '*.cc' | xargs clang-format --dry-run --Werror
+	find fabric systems microbench apps cli tests \( -name '*.h' -o -name '*.cc' \) -print0 | xargs -0 clang-format --dry-run --Werror
 
 clean:
 	rm -rf build
