@@ -30,10 +30,10 @@ namespace dmb::systems {
 
 // Who can reach a chunk's memory once it is handed out.
 enum class Isolation : uint8_t {
-  kRegion,     // coarse MR: any QP of the PD holding its rkey, chunk bounds not enforced per CN
-  kChunkRkey,  // per-chunk rkey usable from any QP of the MN's PD (MR or type-1 MW):
-               // after a rebind the old key differs in 8 bits only (guessable)
-  kChunkQp,    // per-chunk type-2 MW: only through the owner's QP(s)
+  kRegion,      // coarse MR: any QP of the PD holding its rkey, chunk bounds not enforced per CN
+  kChunkRkey,   // per-chunk rkey usable from any QP of the MN's PD (MR or type-1 MW):
+                // after a rebind the old key differs in 8 bits only (guessable)
+  kChunkQp,     // per-chunk type-2 MW: only through the owner's QP(s)
   kTranslated,  // no rkey at all: a CN names its pages through its own translation
                 // table, which only its own MN-side chains reach (ODRP)
 };
@@ -131,6 +131,7 @@ struct MnStats {
   uint64_t chunks_in_use = 0;
   uint64_t rpcs_served = 0;
   uint64_t rpcs_rejected = 0;  // malformed or not allowed (wrong owner, bad qpn)
+  uint64_t cq_wakeups = 0;     // MN threads woken from sleep by a completion (mn.cq_wakeup)
 };
 
 struct ReclaimReport {

@@ -9,30 +9,47 @@ Profile Profile::ByName(std::string_view name) {
   const size_t plus = name.find('+');
   const std::string_view base = name.substr(0, plus);
   if (base != "cx5") {
-    throw std::invalid_argument("unknown calibration profile '" + std::string(name) +
-                                "'; known profiles: cx5 (readings: +cn_facing, +latency_only)");
+    throw std::invalid_argument(
+        "unknown calibration profile '" + std::string(name) +
+        "'; known profiles: cx5 (readings: +all_cross_channel, +latency_only, +mn_poll)");
   }
   Profile p = Cx5();
   std::string_view rest = plus == std::string_view::npos ? "" : name.substr(plus + 1);
   while (plus != std::string_view::npos) {
     const size_t next = rest.find('+');
     const std::string_view reading = rest.substr(0, next);
-    if (reading == "cn_facing") {
-      p.offload_counts_loopback = 0;
+    if (reading == "all_cross_channel") {
+      p.offload_counts_loopback = 1;
+    } else if (reading == "cn_facing") {
+      p.offload_counts_loopback = 0;  // the default since issue 14 #2; kept for old specs
     } else if (reading == "latency_only") {
       p.offload_occupies_pu = 0;
+    } else if (reading == "mn_poll") {
+      p.SetCpuCost("mn.cq_wakeup", 0);
     } else {
       throw std::invalid_argument("profile '" + std::string(name) + "': unknown reading '" +
                                   std::string(reading) +
-                                  "'; known: +cn_facing (only QPs connected to another node "
-                                  "carry the offload penalty), +latency_only (it holds no "
-                                  "processing unit)");
+                                  "'; known: +all_cross_channel (MN-local loopback chain QPs "
+                                  "carry the offload penalty too, not only those connected to "
+                                  "another node), +latency_only (it holds no "
+                                  "processing unit), +mn_poll (MN threads busy-poll their "
+                                  "CQs: no wake-up cost)");
     }
     if (next == std::string_view::npos) break;
     rest = rest.substr(next + 1);
   }
   p.name = std::string(name);
   return p;
+}
+
+void Profile::SetCpuCost(std::string_view cost, double us) {
+  for (auto& c : cpu_costs) {
+    if (c.name == cost) {
+      c.us = us;
+      return;
+    }
+  }
+  throw std::logic_error("profile '" + name + "' has no CPU cost '" + std::string(cost) + "'");
 }
 
 uint64_t Profile::Hash() const {

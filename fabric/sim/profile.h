@@ -47,9 +47,9 @@ struct Profile {
   double nic_umr_ns;                 // MW bind (UMR) / local invalidate
   double offload_penalty_ns_per_qp;  // added per WR per QP holding offloaded WRs
   // Which QPs "contain offloaded logic" ([OSMW] §3.2; the text does not
-  // decide, profile_cx5.cc argues both): 1 = every cross-channel QP in RTR/RTS
-  // (the MN's loopback worker and control QPs too), 0 = only those connected
-  // to another node (the CN-facing chain QPs: Alloc, Free, ODRP's R).
+  // decide; profile_cx5.cc argues for 0): 1 = every cross-channel QP in
+  // RTR/RTS (the MN's loopback worker and control QPs too), 0 = only those
+  // connected to another node (the CN-facing chain QPs: Alloc, Free, ODRP's R).
   double offload_counts_loopback;
   // What the penalty costs: 1 = processing-unit time on every WR (a
   // throughput effect), 0 = latency only (the PU is free after nic_wr_proc_ns).
@@ -61,11 +61,15 @@ struct Profile {
 
   static Profile Cx5();
   // Profile by name: "cx5", optionally with readings of the offload penalty
-  // appended: "+cn_facing" (offload_counts_loopback = 0), "+latency_only"
-  // (offload_occupies_pu = 0), e.g. "cx5+cn_facing+latency_only". Throws
+  // appended: "+all_cross_channel" (offload_counts_loopback = 1; "+cn_facing"
+  // names the default, 0), "+latency_only"
+  // (offload_occupies_pu = 0), and of the MN's notification path: "+mn_poll"
+  // (mn.cq_wakeup = 0: MN threads busy-poll), e.g. "cx5+all_cross_channel+latency_only". Throws
   // std::invalid_argument naming the known profiles and readings.
   static Profile ByName(std::string_view name);
   std::vector<ProfileParam> Describe() const;
+  // Sets CPU cost `cost` (a reading); throws std::logic_error if there is none.
+  void SetCpuCost(std::string_view cost, double us);
   // Stable hash of every value (goes into results' meta.json).
   uint64_t Hash() const;
 };

@@ -32,25 +32,31 @@ Profile Profile::Cx5() {
   p.nic_umr_ns = 125.7;
   // 96 QPs x 3.806 ns = 365 ns = 12.6% of a 2.9 us READ.
   p.offload_penalty_ns_per_qp = 3.806;
-  // Which QPs carry it, and what it costs: the text does not decide.
-  // [OSMW] §3.2 measures "96 MN-side QPs containing offloaded logic" and a
-  // READ's latency (+12.6%); §4.2 counts those QPs as the per-connection
-  // management QPs ("each QP connection would require its own offloaded
-  // memory allocation logic"; Sep leaves "a few dedicated memory management
-  // QPs", the Alloc and Free QPs). Our chains also hold offloaded WRs on
-  // MN-local worker and control QPs (looped back) that the paper's text
-  // never mentions: a deployment might share them per NIC, or the paper's
-  // chains might not need them. Every source measures latency; none
-  // measures lost NIC throughput.
-  //   offload_counts_loopback 1 (default, as calibrated: the microbenchmark's
-  //     96 QPs are the paper's, whichever kind they were) | 0 (+cn_facing):
-  //     only QPs connected to another node count.
+  // Which QPs carry it (issue 14 #2). [OSMW] §3.2 measures "96 MN-side QPs
+  // containing offloaded logic" and a READ's latency (+12.6%), and counts
+  // them per CN connection: the MN "offloads WR chains to the QP's work
+  // queue" when an Alloc or Free QP connects (§5), the CN's request makes
+  // the RNIC "fetch and execute the pre-offloaded WR chain from the work
+  // queue (WQ)" (§3.1, Figure 5 draws one WQ), type-2 MWs would require
+  // "each QP connection to include its own offloaded MW binding logic"
+  // (§4.2), and Sep leaves "a very small number of QPs dedicated to memory
+  // management" (§1), the Alloc and Free QPs. Our chains spread one
+  // connection's logic over MN-local worker and control QPs (looped back,
+  // 2 per lane: the WAIT/ENABLE gating our RNIC model needs) that have no
+  // counterpart in that text; charging each of them would multiply the
+  // penalty per connection by a factor of our implementation, not of the
+  // design. So one penalty unit per QP connected to another node
+  // (offload_counts_loopback 0: the CN-facing chain QPs, OneSidedMW's Alloc
+  // and Free QPs, ODRP's R); the reading +all_cross_channel counts the
+  // loopback ones too (1: what this profile did before issue 14 #2). The
+  // calibration is the same under both: its 96 QPs face another node.
   //   offload_occupies_pu 1 (default: the NIC spends the time, as NVIDIA's
-  //     "RNIC offloading consumes hardware resources" suggests) | 0
-  //     (+latency_only: only the measured latency).
+  //     "RNIC offloading consumes hardware resources" suggests; [OSMW] §6.3
+  //     and [ODRP] both speak of contended RNIC resources) | 0
+  //     (+latency_only: only the measured latency, all any source measures).
   // The `offload-model` spec shows Figures 7 and 10's OneSidedMW points under
   // each reading.
-  p.offload_counts_loopback = 1;
+  p.offload_counts_loopback = 0;
   p.offload_occupies_pu = 1;
   p.cqe_notify_ns = 50;
   // IB ack timeout 4.096 us * 2^14 = 67.1 ms, retry_cnt 7: 8 tries.
@@ -82,6 +88,24 @@ Profile Profile::Cx5() {
       {"rpc.dispatch", 0.6,
        "solved with verbs.post_send from [PAT] §7.2.1: bare RPC ~1.25 Mops per MN core "
        "(0.8 us per request incl. the reply post); the split is an assumption"},
+      // How an MN thread learns of a completion (mn_notify, issue 14 #1).
+      // [OSMW] §2.2 and §6.1.1 blame RPC-MW's cost on "the costly
+      // RNIC-to-CPU notification path", [ODRP] §4.2 avoids "an interrupt from
+      // the RNIC to the CPU", and [OSMW] Fig 2b reports RPC-MW at 36% / 56%
+      // of an MN core, which a busy-polling server (100% whatever the load)
+      // cannot show: the papers' MN server sleeps on a completion channel.
+      // A thread that found its CQ empty and slept pays, when a completion
+      // wakes it: the interrupt, the handler, the wake-up and context switch,
+      // ibv_get_cq_event + ibv_ack_cq_events + ibv_req_notify_cq and the
+      // re-poll. A thread that finds completions waiting pays nothing more
+      // (it drains the CQ before sleeping again), so a saturated MN core
+      // never pays it. Reading +mn_poll: a busy-polling server (0 here; its
+      // core would read 100% busy on a tool, our accounting counts work only).
+      {"mn.cq_wakeup", 3.0,
+       "assumption: interrupt + handler + thread wake-up + completion-channel calls, 3 us of "
+       "MN core time per wake-up (the papers give no primitive; FastWake (APNet'23) measures "
+       "interrupt-mode RDMA at about 5x the latency of polling on commodity Linux); "
+       "0 with +mn_poll"},
       {"mn.bookkeeping", 0.05,
        "assumption: pop/push a free list and update an owner table (a few cache misses)"},
       {"patronus.lease_check", 0.01,
@@ -114,8 +138,9 @@ std::vector<ProfileParam> Profile::Describe() const {
       {"offload_penalty_ns_per_qp", offload_penalty_ns_per_qp, "ns",
        "solved: READ +12.6% with 96 MN QPs holding offloaded WRs [OSMW] §3.2"},
       {"offload_counts_loopback", offload_counts_loopback, "bool",
-       "reading of [OSMW] §3.2/§4.2 (text does not decide): 1 = every cross-channel QP "
-       "carries the penalty, 0 (+cn_facing) = only QPs connected to another node"},
+       "reading of [OSMW] §3.2/§4.2/§5 (offloaded logic lives in the CN connection's work "
+       "queue): 0 = only QPs connected to another node carry the penalty, "
+       "1 (+all_cross_channel) = MN-local loopback chain QPs too"},
       {"offload_occupies_pu", offload_occupies_pu, "bool",
        "reading of [OSMW] §3.2 (only latency measured): 1 = the penalty is PU time, "
        "0 (+latency_only) = latency only"},

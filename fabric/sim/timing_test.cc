@@ -47,10 +47,13 @@ TEST_F(TimingTest, FourKbReadTakesAboutTwoPointNineMicroseconds) {
 
 TEST_F(TimingTest, OffloadedQpsSlowOtherQpsDown) {
   const double base = ReadLatencyUs(4096);
+  // 96 cross-channel MN QPs connected to the CN (the default reading charges
+  // only QPs connected to another node, as the calibration bench's are).
   Cq* cq = mn_->CreateCq(8, true);
+  Cq* peer_cq = cn_->CreateCq(8, true);
   for (int i = 0; i < 96; ++i) {
     Qp* q = MakeQp(mn_, mn_pd_, cq, {.cross_channel = true});
-    cluster_->Connect(q, q);
+    cluster_->Connect(q, MakeQp(cn_, cn_pd_, peer_cq));
   }
   const double loaded = ReadLatencyUs(4096);
   EXPECT_NEAR(loaded / base, 1.126, 0.02) << "OneSidedMW 3.2: +12.6% at 96 QPs";
@@ -219,17 +222,20 @@ OffloadBed RunOffloadBed(const std::string& profile, int offloaded, bool loopbac
   return out;
 }
 
-TEST(OffloadReadings, CnFacingChargesOnlyQpsConnectedToAnotherNode) {
+TEST(OffloadReadings, ByDefaultOnlyQpsConnectedToAnotherNodeCarryThePenalty) {
   const OffloadBed none = RunOffloadBed("cx5", 0, true);
+  const OffloadBed loop_all = RunOffloadBed("cx5+all_cross_channel", 96, true);
   const OffloadBed loop = RunOffloadBed("cx5", 96, true);
-  const OffloadBed loop_cn = RunOffloadBed("cx5+cn_facing", 96, true);
-  const OffloadBed facing_cn = RunOffloadBed("cx5+cn_facing", 96, false);
+  const OffloadBed facing = RunOffloadBed("cx5", 96, false);
   EXPECT_EQ(loop.all, 96);
   EXPECT_EQ(loop.cn_facing, 0);
-  EXPECT_EQ(facing_cn.cn_facing, 96);
-  EXPECT_NEAR(loop.read_us / none.read_us, 1.126, 0.02) << "every cross-channel QP counts";
-  EXPECT_DOUBLE_EQ(loop_cn.read_us, none.read_us) << "+cn_facing: loopback QPs do not";
-  EXPECT_NEAR(facing_cn.read_us / none.read_us, 1.126, 0.02) << "the calibration holds";
+  EXPECT_EQ(facing.cn_facing, 96);
+  EXPECT_NEAR(loop_all.read_us / none.read_us, 1.126, 0.02)
+      << "+all_cross_channel: every cross-channel QP counts";
+  EXPECT_DOUBLE_EQ(loop.read_us, none.read_us) << "default: loopback QPs do not";
+  EXPECT_NEAR(facing.read_us / none.read_us, 1.126, 0.02) << "the calibration holds";
+  EXPECT_EQ(Profile::ByName("cx5+cn_facing").Hash(), Profile::ByName("cx5").Hash())
+      << "+cn_facing names the default";
 }
 
 TEST(OffloadReadings, LatencyOnlyLeavesTheProcessingUnitsFree) {
@@ -250,10 +256,19 @@ TEST(OffloadReadings, UnknownReadingIsNamed) {
     ADD_FAILURE() << "no error";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("unknown reading 'sideways'"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("+cn_facing"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("+all_cross_channel"), std::string::npos);
   }
-  EXPECT_EQ(Profile::ByName("cx5+cn_facing+latency_only").offload_occupies_pu, 0);
-  EXPECT_NE(Profile::ByName("cx5+cn_facing").Hash(), Profile::ByName("cx5").Hash());
+  EXPECT_EQ(Profile::ByName("cx5+all_cross_channel+latency_only").offload_occupies_pu, 0);
+  EXPECT_NE(Profile::ByName("cx5+all_cross_channel").Hash(), Profile::ByName("cx5").Hash());
+  EXPECT_NE(Profile::ByName("cx5+mn_poll").Hash(), Profile::ByName("cx5").Hash());
+  auto wakeup_us = [](const Profile& p) {
+    for (const auto& c : p.cpu_costs) {
+      if (c.name == "mn.cq_wakeup") return c.us;
+    }
+    return -1.0;
+  };
+  EXPECT_GT(wakeup_us(Profile::ByName("cx5")), 0);
+  EXPECT_EQ(wakeup_us(Profile::ByName("cx5+latency_only+mn_poll")), 0);
 }
 
 TEST(Determinism, SameSeedSameTraceAndBytes) {

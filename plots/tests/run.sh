@@ -179,7 +179,8 @@ import csv, sys
 d = sys.argv[1]
 cols = ["figure", "system", "variant", "op", "io", "threads", "cns", "mn_cores", "seed",
         "profile", "knobs", "lat_us_p99", "lat_us_mean", "tput_mops"]
-profiles = ["cx5", "cx5+cn_facing", "cx5+latency_only", "cx5+cn_facing+latency_only", "cx6"]
+profiles = ["cx5+all_cross_channel", "cx5", "cx5+all_cross_channel+latency_only",
+            "cx5+latency_only", "cx6"]
 rows = []
 for i, p in enumerate(profiles):
     for t in (1, 24):

@@ -8,7 +8,13 @@
 //    handler posts on that QP before returning (e.g. a BIND_MW) execute before
 //    the reply, by QP ordering, so the CN never sees an rkey that is not live.
 // Costs (calibrated, see profile_cx5.cc): rpc.dispatch per request,
-// verbs.post_send per WR the CPU posts.
+// verbs.post_send per WR the CPU posts, and mn.cq_wakeup each time an RPC
+// worker that found its receive CQ empty and went to sleep is woken by a
+// request (the papers' interrupt-driven notification path; 0 under the
+// profile reading +mn_poll). A worker that finds requests waiting takes them
+// without sleeping: a saturated core pays no wake-ups. The admin CQ's
+// completions (binds, invalidations the MN CPU awaits) are charged none: one
+// MN thread polls both CQs, and its wake-ups are the requests'.
 #pragma once
 
 #include <coroutine>
@@ -97,6 +103,9 @@ class MnBase : public MnSide {
     fabric::WorkCompletion await_resume() const { return w->wc; }
   };
   Task<fabric::WorkCompletion> AwaitAdmin(AdminWaiter* w, int post_rc);
+  // The next completion of `cq`: taken at once if one is waiting, else after
+  // sleeping until one arrives and paying mn.cq_wakeup.
+  Task<fabric::WorkCompletion> NextOrWake(fabric::Cq* cq);
   Task<void> Worker();
   Task<void> AdminReaper();
   void PostSlot(MnLane& lane, uint32_t slot);
@@ -112,6 +121,8 @@ class MnBase : public MnSide {
   fabric::CpuCost cost_dispatch_;
   fabric::CpuCost cost_post_send_;
   fabric::CpuCost cost_bookkeeping_;
+  fabric::CpuCost cost_wakeup_;
+  uint64_t wakeups_ = 0;
 };
 
 }  // namespace dmb::systems

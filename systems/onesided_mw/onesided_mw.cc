@@ -14,19 +14,23 @@ using fabric::QpState;
 using fabric::SendWr;
 using fabric::WcStatus;
 
-// The allocation chain's lanes: alloc_lanes, or (0) 4 when the CN's threads
-// share a pair (sep) and 1 when every access group has its own. Lanes trade
-// chain concurrency against the offload penalty every cross-channel QP puts
-// on every MN WR (2 QPs per lane). Measured (results/README, alloc-rate):
-// one CN saturates at 251 kops with 4 lanes, 290 with 8, 254 with 16; KV
-// insert throughput at 1 CN x 24 threads 0.50 / 0.58 Mops (4 / 8 lanes),
-// at 6 CNs x 8 threads 1.15 / 0.82 Mops (2 lanes: 1.43). 4 is the middle of
-// that trade-off under the current penalty model (issue 14 revisits it).
+// The allocation chain's lanes: alloc_lanes, or (0) 8 when the CN's threads
+// share a pair (sep) and 1 when every access group has its own. A lane is
+// an MN-local worker and control QP (looped back); under the profile's
+// default reading of the offload penalty (issue 14 #2: only QPs connected to
+// another node carry it) lanes cost MN memory and loopback WRs, not a
+// penalty on every MN WR. Measured (dmb_micro alloc, 48 threads, batch 300,
+// group 3): one Alloc QP sustains 300 kops with 4 lanes, 587 with 8, 650
+// with 16, where A's in-order part (binds, reply, ticket, pads: about 1.5 us
+// per allocation) bounds it; KV insert at 1 CN x 24 threads, 4 KB chunks:
+// 1.21 / 2.23 / 2.23 Mops. 8 takes nearly all of it at half the rings of 16.
+// (Under +all_cross_channel every lane adds 2 penalized QPs; 4 was the
+// default then.)
 namespace {
 uint32_t AllocLanes(const Knobs& k) {
   const int64_t lanes = k.Int("alloc_lanes");
   if (lanes > 0) return static_cast<uint32_t>(lanes);
-  return k.Bool("sep") ? 4 : 1;
+  return k.Bool("sep") ? 8 : 1;
 }
 }  // namespace
 
@@ -758,7 +762,7 @@ const SystemInfo kOneSidedMw{
       4, 256},
      {"alloc_lanes", KnobKind::kInt, "0",
       "allocations in flight per Alloc QP: lanes of the allocation chain, each its own worker "
-      "and control QP on the MN (chain_instances / alloc_lanes >= 4); 0 = 4 with sep (the CN's "
+      "and control QP on the MN (chain_instances / alloc_lanes >= 4); 0 = 8 with sep (the CN's "
       "threads share a pair), 1 without (one thread per pair); the pair's Free QP takes as many "
       "frees in flight",
       0, 64},

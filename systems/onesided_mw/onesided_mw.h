@@ -16,7 +16,7 @@
 //             QPs holding offloaded WRs grows with the threads and the sim's
 //             per-QP offload penalty ([OSMW] §3.2) slows every WR of the MN.
 // Allocations overlap on a pair: its allocation chain has `alloc_lanes` lanes
-// (by default 4 with sep, 1 without), so that many requests are inside one
+// (by default 8 with sep, 1 without), so that many requests are inside one
 // Alloc QP at once (alloc_chain.h "Pipelining"); the CN keeps up to that many
 // in flight. Frees still go one at a time per pair (CN-side lock).
 //

@@ -37,7 +37,11 @@ TestbedSpec Spec(int cns, std::map<std::string, std::string> knobs = {},
 
 OsmwMn& Mn(Testbed& tb) { return dynamic_cast<OsmwMn&>(tb.mm().mn()); }
 OsmwCn& Cn(Testbed& tb, size_t i) { return dynamic_cast<OsmwCn&>(tb.cn(i)); }
-int OffloadedQps(Testbed& tb) { return static_cast<sim::SimNode*>(tb.mn_node())->offloaded_qps(); }
+// Every cross-channel MN QP holding offloaded WRs, whichever of them the
+// profile reading charges.
+int OffloadedQps(Testbed& tb) {
+  return static_cast<sim::SimNode*>(tb.mn_node())->offload_qps_all();
+}
 // One past the highest MN address in use (the sim's memory footprint).
 uint64_t MnTop(Testbed& tb) { return static_cast<sim::SimNode*>(tb.mn_node())->mem().top(); }
 
@@ -122,10 +126,10 @@ TEST(OneSidedMw, SepSharesOnePairPerCnNosepGivesEveryGroupItsOwn) {
     std::cout << "[ sep=" << sep << " ] 4 groups: " << Cn(tb, 0).pairs() << " pair(s), " << added
               << " MN QPs holding offloaded WRs\n";
     EXPECT_EQ(Cn(tb, 0).pairs(), sep ? 1u : 4u);
-    // alloc: A, B and an L and C per lane (by default 4 with sep, where the
+    // alloc: A, B and an L and C per lane (by default 8 with sep, where the
     // CN's threads share the pair, and 1 without); free: F U L C B.
-    EXPECT_EQ(added, static_cast<int>(Cn(tb, 0).pairs()) * (2 + 2 * (sep ? 4 : 1) + 5));
-    // Of those, connected to the CN (what the +cn_facing reading charges): A and F.
+    EXPECT_EQ(added, static_cast<int>(Cn(tb, 0).pairs()) * (2 + 2 * (sep ? 8 : 1) + 5));
+    // Of those, connected to the CN (what the default reading charges): A and F.
     EXPECT_EQ(mn->offload_qps_cn_facing() - before_cn_facing,
               2 * static_cast<int>(Cn(tb, 0).pairs()));
   }

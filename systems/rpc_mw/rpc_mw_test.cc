@@ -1,4 +1,5 @@
 // rpc_mw's Patronus options: leases, spare QPs, handover.
+#include "microbench/alloc_bench.h"
 #include "tests/suite_util.h"
 
 namespace dmb::testing {
@@ -118,6 +119,31 @@ TEST(RpcMwSpareQps, SpareQpShortensTheInterruption) {
             << " us without spare QPs, " << with << " us with (Patronus Table 5: 1012 vs 78 us)\n";
   EXPECT_GE(without, 600);  // 2 x 3 QP state changes at 100 us each
   EXPECT_LT(with, without / 10);
+}
+
+// Issue 14 #1: the MN's notification path. An idle MN core sleeps on its
+// receive CQ, so every request of one thread pays exactly one wake-up
+// (mn.cq_wakeup, 3 us as profiled) on its critical path; a saturated core
+// finds requests waiting and pays (almost) none, so its rate stays.
+microbench::AllocBenchResult Bench(const std::string& profile, int threads) {
+  microbench::AllocBenchSpec b;
+  b.bed = Spec({{"mw_type", "2"}});
+  b.bed.pool_bytes = 64ull << 20;
+  b.bed.profile = profile;
+  b.threads = threads;
+  b.ops_per_thread = 100;
+  return microbench::RunAllocBench(b);
+}
+
+TEST(RpcMwNotify, AnIdleMnPaysOneWakeUpPerRequestASaturatedOneAlmostNone) {
+  const auto event = Bench("cx5", 1);
+  const auto poll = Bench("cx5+mn_poll", 1);
+  EXPECT_NEAR(event.alloc.lat_us_mean - poll.alloc.lat_us_mean, 3.0, 0.05);
+  EXPECT_NEAR(event.free.lat_us_mean - poll.free.lat_us_mean, 3.0, 0.05);
+  const auto event24 = Bench("cx5", 24);
+  const auto poll24 = Bench("cx5+mn_poll", 24);
+  EXPECT_GT(event24.alloc.kops, 0.9 * poll24.alloc.kops)
+      << "event " << event24.alloc.kops << " kops, poll " << poll24.alloc.kops;
 }
 
 TEST(RpcMwHandover, DelayedUnbindRebindsTheParkedWindow) {
