@@ -502,6 +502,12 @@ AllocClient::AllocClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, 
   qp_ = cn->CreateQp(a);
 }
 
+AllocClient::~AllocClient() {
+  cn_->DestroyQp(qp_);
+  cn_->DestroyCq(send_cq_);
+  cn_->DestroyCq(recv_cq_);
+}
+
 // Writes request `seq` into its slot and posts its RECV and SEND(s).
 bool AllocClient::PostRequest(uint32_t seq, const std::vector<uint32_t>& access_qpns) {
   const uint64_t slot = SlotAddr(seq);

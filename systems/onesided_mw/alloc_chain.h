@@ -330,6 +330,11 @@ class AllocClient {
   AllocClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,
               uint64_t buf_addr, uint32_t group_size, uint32_t recycle_instances = 0,
               uint32_t lanes = 1);
+  // Destroys the alloc QP and its CQs (a renewed pair's old client gives them
+  // back). Destroy a client only when no Allocate is running on it.
+  ~AllocClient();
+  AllocClient(const AllocClient&) = delete;
+  AllocClient& operator=(const AllocClient&) = delete;
   // One slot: [request 64][reply, 64-aligned][control values 128][request 128].
   static uint64_t SlotBytes(uint32_t g) { return 64 + (ReplyBytes(g) + 63) / 64 * 64 + 256; }
   static uint64_t BufferBytes(uint32_t g, uint32_t lanes = 1) { return lanes * SlotBytes(g); }

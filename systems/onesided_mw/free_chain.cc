@@ -510,7 +510,10 @@ FreeClient::FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fa
   if (buf_addr < mr->addr() || buf_addr + bytes > mr->addr() + mr->length()) {
     throw std::invalid_argument("onesided_mw FreeClient: buffer outside its MR");
   }
-  if (!send_cq_) send_cq_ = cn->CreateCq(64, /*ignore_overrun=*/true);
+  if (!send_cq_) {
+    send_cq_ = cn->CreateCq(64, /*ignore_overrun=*/true);
+    owns_send_cq_ = true;
+  }
   recv_cq_ = cn->CreateCq(std::max<uint32_t>(16, 2 * lanes));
   fabric::QpInitAttr a;
   a.pd = pd;
@@ -520,6 +523,12 @@ FreeClient::FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fa
   a.max_recv_wr = std::max<uint32_t>(4, lanes);
   a.access = 0;  // the chain's reply is a SEND; nothing one-sided comes in
   qp_ = cn->CreateQp(a);
+}
+
+FreeClient::~FreeClient() {
+  cn_->DestroyQp(qp_);
+  cn_->DestroyCq(recv_cq_);
+  if (owns_send_cq_) cn_->DestroyCq(send_cq_);
 }
 
 bool FreeClient::PostRequest(uint64_t seq, uint64_t handle) {

@@ -308,6 +308,12 @@ class FreeClient {
   FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fabric::Mr* mr,
              uint64_t buf_addr, fabric::Cq* send_cq = nullptr, uint32_t recycle_instances = 0,
              uint32_t group_size = 0, uint32_t lanes = 1);
+  // Destroys the Free QP, its reply CQ and the send CQ if it created it (a
+  // caller's `send_cq` stays the caller's). Destroy a client only when no
+  // Free is running on it.
+  ~FreeClient();
+  FreeClient(const FreeClient&) = delete;
+  FreeClient& operator=(const FreeClient&) = delete;
   static constexpr uint64_t kRecycleBufferBytes = 256;  // one slot
   static uint64_t BufferBytes(uint32_t lanes) { return lanes * kRecycleBufferBytes; }
 
@@ -340,6 +346,7 @@ class FreeClient {
   fabric::Mr* mr_;
   uint64_t buf_;
   fabric::Cq* send_cq_ = nullptr;
+  bool owns_send_cq_ = false;
   fabric::Cq* recv_cq_ = nullptr;
   fabric::Qp* qp_ = nullptr;
   uint32_t recycle_ = 0;

@@ -592,8 +592,7 @@ std::shared_ptr<AllocClient> OsmwCn::NewAllocClient(Pair& p) {
 
 std::shared_ptr<FreeClient> OsmwCn::NewFreeClient(Pair& p) {
   return std::make_shared<FreeClient>(node_, pd_, &deployment_.cluster->runtime(), p.mr, p.free_buf,
-                                      node_->CreateCq(64, /*ignore_overrun=*/true), instances_, g_,
-                                      lanes_);
+                                      /*send_cq=*/nullptr, instances_, g_, lanes_);
 }
 
 Task<OsmwCn::Pair*> OsmwCn::NewPair() {

@@ -606,12 +606,13 @@ TEST(OneSidedMw, EmptyQueueFailsCleanlyAndNeverDuplicates) {
 TEST(OneSidedMw, RenewalsGiveTheOldChainsMemoryBack) {
   constexpr int kRenewals = 10000;
   Testbed tb(Spec(1, {{"max_renewals", std::to_string(kRenewals)}}));
-  uint64_t first = 0, last = 0, first_top = 0, max_top = 0;
+  uint64_t first = 0, last = 0, first_top = 0, max_top = 0, cn_first = 0, cn_last = 0;
   int done = 0;
   const auto t0 = std::chrono::steady_clock::now();
   tb.Run([](Testbed& tb, uint64_t* first, uint64_t* last, uint64_t* first_top, uint64_t* max_top,
-            int* done) -> Task<void> {
+            uint64_t* cn_first, uint64_t* cn_last, int* done) -> Task<void> {
     fabric::Memory& mem = tb.mn_node()->memory();
+    fabric::Memory& cn_mem = tb.cn(0).node()->memory();
     AccessGroup* g = co_await tb.cn(0).OpenGroup(2, 1 << 16);
     auto own = co_await tb.cn(0).Alloc(*g);
     CO_ASSERT_OK(own.status);
@@ -626,8 +627,10 @@ TEST(OneSidedMw, RenewalsGiveTheOldChainsMemoryBack) {
       if (*done == 0) {
         *first = mem.in_use_bytes();
         *first_top = MnTop(tb);
+        *cn_first = cn_mem.in_use_bytes();
       }
       *last = mem.in_use_bytes();
+      *cn_last = cn_mem.in_use_bytes();  // the CN's old clients' QP rings go back too
       *max_top = std::max(*max_top, MnTop(tb));
       if (*last != *first) {
         ADD_FAILURE() << "renewal " << *done << " kept " << (*last - *first) / *done
@@ -637,7 +640,7 @@ TEST(OneSidedMw, RenewalsGiveTheOldChainsMemoryBack) {
     }
     // The chains still work: the CN frees its own chunk.
     CO_ASSERT_OK(co_await tb.cn(0).Free(*g, own.value));
-  }(tb, &first, &last, &first_top, &max_top, &done));
+  }(tb, &first, &last, &first_top, &max_top, &cn_first, &cn_last, &done));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << done << " forced renewals: MN memory in use " << first << " B after the first, "
             << last << " B after the last; highest address in use " << first_top << " after the "
@@ -645,6 +648,7 @@ TEST(OneSidedMw, RenewalsGiveTheOldChainsMemoryBack) {
             << " ms wall per renewal)\n";
   EXPECT_EQ(done, kRenewals);
   EXPECT_EQ(last, first);
+  EXPECT_EQ(cn_last, cn_first) << "the CN's replaced clients keep their QPs";
   EXPECT_LE(max_top, first_top) << "the freed rings are reused, not new space";
   EXPECT_EQ(Mn(tb).osmw_stats().free_renewals, static_cast<uint64_t>(kRenewals));
   EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
