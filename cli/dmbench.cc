@@ -120,7 +120,7 @@ struct MicroArgs {
   std::string op = "both";  // micro access: read, write or both
 };
 
-void ApplyBackend(const MicroArgs& a, dmb::microbench::TestbedSpec* bed) {
+void ApplyBackend(const MicroArgs& a, dmb::harness::TestbedSpec* bed) {
   bed->backend = a.backend;
   bed->devices = a.devices;
   bed->mn_endpoint = a.mn;
@@ -236,7 +236,7 @@ int MicroAlloc(const MicroArgs& a) {
   spec.bed.cns = a.cns;
   spec.bed.seed = a.seed;
   if (a.mn_cores == "unlimited") {
-    spec.bed.mn_cores = dmb::microbench::kUnlimitedCores;
+    spec.bed.mn_cores = dmb::harness::kUnlimitedCores;
   } else {
     try {
       spec.bed.mn_cores = std::stoi(a.mn_cores);

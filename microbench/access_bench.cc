@@ -29,7 +29,7 @@ Task<void> Ready(Shared* sh) {
   while (sh->ready < sh->threads) co_await sh->start.Wait();
 }
 
-Task<void> Thread(Testbed* tb, uint32_t cn_i, const AccessBenchSpec* spec, Shared* sh) {
+Task<void> Thread(harness::Testbed* tb, uint32_t cn_i, const AccessBenchSpec* spec, Shared* sh) {
   systems::CnSide& cn = tb->cn(cn_i);
   fabric::Runtime& rt = tb->runtime();
   systems::AccessGroup* g =
@@ -71,7 +71,7 @@ Task<void> Thread(Testbed* tb, uint32_t cn_i, const AccessBenchSpec* spec, Share
 }  // namespace
 
 AccessBenchResult RunAccessBench(const AccessBenchSpec& spec) {
-  Testbed tb(spec.bed);
+  harness::Testbed tb(spec.bed);
   if (spec.size_bytes == 0 || spec.size_bytes > tb.mm().caps().granularity_bytes) {
     throw systems::ConfigError("--size: expected 1 B .. the chunk size (" +
                                systems::FormatSize(tb.mm().caps().granularity_bytes) + ")");

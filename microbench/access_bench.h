@@ -12,7 +12,7 @@
 namespace dmb::microbench {
 
 struct AccessBenchSpec {
-  TestbedSpec bed;
+  harness::TestbedSpec bed;
   int threads = 1;  // per CN, each with its own lane
   int ops_per_thread = 10000;
   int warmup_per_thread = 100;

@@ -41,12 +41,12 @@ OpStats Summarize(const char* op, const Histogram& h, const Span& span, uint64_t
   return s;
 }
 
-Task<void> Open(Testbed* tb, uint32_t cn_i, systems::AccessGroup** g) {
+Task<void> Open(harness::Testbed* tb, uint32_t cn_i, systems::AccessGroup** g) {
   *g = co_await tb->cn(cn_i).OpenGroup(1, 4096);
 }
 
-Task<void> Thread(Testbed* tb, uint32_t cn_i, systems::AccessGroup* g, const AllocBenchSpec* spec,
-                  int batch, Shared* sh) {
+Task<void> Thread(harness::Testbed* tb, uint32_t cn_i, systems::AccessGroup* g,
+                  const AllocBenchSpec* spec, int batch, Shared* sh) {
   systems::CnSide& cn = tb->cn(cn_i);
   fabric::Runtime& rt = tb->runtime();
   std::vector<std::pair<systems::Chunk, bool>> held;  // chunk, its alloc was measured
@@ -83,7 +83,7 @@ Task<void> Thread(Testbed* tb, uint32_t cn_i, systems::AccessGroup* g, const All
 }  // namespace
 
 AllocBenchResult RunAllocBench(const AllocBenchSpec& spec) {
-  Testbed tb(spec.bed);
+  harness::Testbed tb(spec.bed);
   const auto& caps = tb.mm().caps();
   const uint64_t chunks = tb.mm().mn().stats().chunks_total;
   const uint64_t threads_total = static_cast<uint64_t>(spec.threads) * spec.bed.cns;

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "microbench/testbed.h"
+#include "harness/testbed.h"
 
 namespace dmb::microbench {
 
 struct AllocBenchSpec {
-  TestbedSpec bed;           // system, knobs, cns, mn_cores, pool, seed
+  harness::TestbedSpec bed;  // system, knobs, cns, mn_cores, pool, seed
   int threads = 1;           // per CN
   int ops_per_thread = 200;  // allocations (and as many frees) per thread, measured
   int warmup_per_thread = 16;

@@ -5,7 +5,7 @@
 namespace dmb::testing {
 namespace {
 
-using microbench::Testbed;
+using harness::Testbed;
 using systems::AccessGroup;
 using systems::Chunk;
 using systems::CnSide;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "microbench/testbed.h"
+#include "harness/testbed.h"
 #include "systems/registry.h"
 
 namespace dmb::testing {
@@ -59,9 +59,9 @@ inline std::map<std::string, std::string> SuiteKnobs(const std::string& param) {
   return k;
 }
 
-inline microbench::TestbedSpec SuiteSpec(const std::string& param, int cns = 2,
-                                         uint64_t pool_bytes = 16ull << 20, uint64_t seed = 1) {
-  microbench::TestbedSpec s;
+inline harness::TestbedSpec SuiteSpec(const std::string& param, int cns = 2,
+                                      uint64_t pool_bytes = 16ull << 20, uint64_t seed = 1) {
+  harness::TestbedSpec s;
   s.system = SystemOf(param);
   s.knobs = SuiteKnobs(param);
   s.cns = cns;

@@ -16,7 +16,7 @@
 
 #include "apps/kvstore/kv_client.h"
 #include "fabric/histogram.h"
-#include "microbench/testbed.h"
+#include "harness/testbed.h"
 #include "systems/common/wait_list.h"
 #include "systems/knobs.h"
 
@@ -24,7 +24,7 @@ namespace dmb::apps::kv {
 namespace {
 
 struct Args {
-  microbench::TestbedSpec bed;
+  harness::TestbedSpec bed;
   int threads = 24;
   int ops = 1000;
   size_t value = 1024;
@@ -67,7 +67,7 @@ Task<void> Barrier(Shared* sh) {
   while (sh->generation == gen) co_await sh->wake.Wait();
 }
 
-Task<void> Client(microbench::Testbed* tb, const Args* a, KvOptions o, uint32_t cn, uint32_t t,
+Task<void> Client(harness::Testbed* tb, const Args* a, KvOptions o, uint32_t cn, uint32_t t,
                   Shared* sh) {
   KvClient kv(tb->mm(), o, cn, t);
   systems::Status st = co_await kv.Open();
@@ -115,7 +115,7 @@ Args Parse(int argc, char** argv) {
   Args a;
   a.bed.system = "onesided_mw";
   a.bed.pool_bytes = 1ull << 30;
-  a.bed.cn_cores = microbench::kUnlimitedCores;
+  a.bed.cn_cores = harness::kUnlimitedCores;
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     if (i + 1 >= argc) throw systems::ConfigError(f + ": missing value");
@@ -144,7 +144,7 @@ Args Parse(int argc, char** argv) {
 
 int Main(int argc, char** argv) {
   const Args a = Parse(argc, argv);
-  microbench::Testbed tb(a.bed);
+  harness::Testbed tb(a.bed);
   KvOptions o;
   o.num_cns = static_cast<uint32_t>(a.bed.cns);
   o.threads_per_cn = static_cast<uint32_t>(a.threads);

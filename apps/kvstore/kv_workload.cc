@@ -54,7 +54,7 @@ class KeyGen {
 };
 
 struct Shared {
-  microbench::Testbed* tb = nullptr;
+  harness::Testbed* tb = nullptr;
   const KvWorkloadSpec* spec = nullptr;
   KvOptions opts;
   uint64_t granularity = 0;
@@ -216,7 +216,7 @@ uint32_t ValueLength(const KvWorkloadSpec& spec) {
   return static_cast<uint32_t>(spec.value_bytes - overhead);
 }
 
-KvWorkloadResult RunKvWorkload(microbench::Testbed& tb, const KvWorkloadSpec& spec) {
+KvWorkloadResult RunKvWorkload(harness::Testbed& tb, const KvWorkloadSpec& spec) {
   if (spec.workload != "fillsync" && spec.workload != "ycsbd" && spec.workload != "insert") {
     throw ConfigError("unknown workload '" + spec.workload + "'; known: fillsync, ycsbd, insert");
   }

@@ -39,7 +39,7 @@
 #include <string>
 
 #include "fabric/histogram.h"
-#include "microbench/testbed.h"
+#include "harness/testbed.h"
 
 namespace dmb::apps::kv {
 
@@ -104,6 +104,6 @@ uint32_t ValueLength(const KvWorkloadSpec& spec);
 // (the store's kUnsupported message) or a value no size class holds (naming
 // the granularity that would); std::runtime_error if the store fails to open
 // otherwise.
-KvWorkloadResult RunKvWorkload(microbench::Testbed& tb, const KvWorkloadSpec& spec);
+KvWorkloadResult RunKvWorkload(harness::Testbed& tb, const KvWorkloadSpec& spec);
 
 }  // namespace dmb::apps::kv

@@ -21,13 +21,13 @@ struct Point {
 
 Point Run(const std::string& system, const std::string& granularity, int cns, int threads,
           const std::string& workload, uint64_t keys, const std::string& profile = "cx5") {
-  microbench::TestbedSpec t;
+  harness::TestbedSpec t;
   t.system = system;
   t.cns = cns;
   t.pool_bytes = system == "static_mr" ? 4ull << 30 : 256ull << 20;
   t.knobs = {{"granularity", granularity}};
   t.profile = profile;
-  microbench::Testbed tb(t);
+  harness::Testbed tb(t);
   KvWorkloadSpec s;
   s.workload = workload;
   s.threads = threads;
@@ -110,11 +110,11 @@ TEST(KvWorkload, Figure7NumbersDoNotDependOnTheNumberOfKeys) {
 // alone and the block takes the 2 KB class (0.81).
 TEST(KvWorkload, TheSizeIsTheKvBlockUnlessToldItIsTheValue) {
   for (const std::string size_is : {"block", "value"}) {
-    microbench::TestbedSpec t;
+    harness::TestbedSpec t;
     t.system = "onesided_mw";
     t.pool_bytes = 256ull << 20;
     t.knobs = {{"granularity", "4KB"}};
-    microbench::Testbed tb(t);
+    harness::Testbed tb(t);
     KvWorkloadSpec s;
     s.threads = 4;
     s.keys = 8000;
@@ -144,9 +144,9 @@ TEST(KvWorkload, ABlockTooSmallForHeaderAndKeyIsRefusedWithTheFix) {
 }
 
 TEST(KvWorkload, TooFewCpuSamplesAreRefused) {
-  microbench::TestbedSpec t;
+  harness::TestbedSpec t;
   t.system = "static_mr";
-  microbench::Testbed tb(t);
+  harness::Testbed tb(t);
   KvWorkloadSpec s;
   s.cpu_samples = 2;
   try {

@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "apps/kvstore/kv_client.h"
-#include "microbench/testbed.h"
+#include "harness/testbed.h"
 #include "tests/suite_util.h"
 
 namespace dmb::apps::kv {
 namespace {
 
-using microbench::Testbed;
-using microbench::TestbedSpec;
+using harness::Testbed;
+using harness::TestbedSpec;
 using systems::Code;
 using systems::Status;
 

@@ -15,7 +15,7 @@ CLI::App* AddRunCommand(CLI::App& app, RunCommandArgs* a) {
   auto* run = app.add_subcommand(
       "run",
       "Run an experiment spec (experiments/*.yaml) on the simulator: every point of its grid as\n"
-      "its own process (microbench/dmb_micro), then results/<name>/<name>.csv, compare.csv\n"
+      "its own process (dmb_micro, beside dmbench), then results/<name>/<name>.csv, compare.csv\n"
       "(the paper's values beside ours) and meta.json. Points already done are skipped, so an\n"
       "interrupted run resumes. Example: dmbench run experiments/figure-10.yaml --jobs 2");
   run->add_option("spec", a->spec, "The spec file")->required();
@@ -25,8 +25,8 @@ CLI::App* AddRunCommand(CLI::App& app, RunCommandArgs* a) {
                   "Only points whose id matches this glob, e.g. 'alloc-*-threads_24-*'");
   run->add_option("--results", a->results, "Where results/<name>/ goes")->capture_default_str();
   run->add_option("--micro", a->micro,
-                  "The micro program (default: $DMB_MICRO_PATH, else microbench/dmb_micro of "
-                  "this build)");
+                  "The micro program (default: $DMB_MICRO_PATH, else the dmb_micro beside "
+                  "this dmbench)");
   run->add_flag("--validate", a->validate_only, "Only check the spec and list its points");
   run->add_option("--param", a->params,
                   "Override a parameter in every run that takes it, e.g. --param keys=1000000 "
@@ -41,7 +41,7 @@ std::string DefaultMicro() {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
-  return (self.parent_path().parent_path() / "microbench" / "dmb_micro").string();
+  return (self.parent_path() / "dmb_micro").string();
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ struct RunCommandArgs {
   int jobs = 0;  // 0: one per core
   std::string filter;
   std::string results = "results";
-  std::string micro;  // default: $DMB_MICRO_PATH, else microbench/dmb_micro beside this dmbench
+  std::string micro;  // default: $DMB_MICRO_PATH, else the dmb_micro beside this dmbench
   bool validate_only = false;
   std::vector<std::string> params;  // KEY=VALUE overrides (--param)
 };

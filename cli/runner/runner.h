@@ -1,5 +1,5 @@
 // `dmbench run SPEC`: expands a spec into points, runs each point as its own
-// process (the Google Benchmark program microbench/dmb_micro, `jobs` at a
+// process (the Google Benchmark program cli/dmb_micro, `jobs` at a
 // time), and leaves under results/<name>/:
 //   points/<id>.json   one per point: parameters, metrics, wall time. Written
 //                      atomically when the point finishes, so an interrupted

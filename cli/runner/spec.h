@@ -1,5 +1,5 @@
 // Experiment specs (experiments/*.yaml): what `dmbench run` expands into
-// points, each one run of a Google Benchmark program (microbench/dmb_micro).
+// points, each one run of a Google Benchmark program (cli/dmb_micro).
 //
 //   name: figure-10                      # results go to results/<name>/
 //   title: "Latency of memory access (a) and allocation (b)"

@@ -16,8 +16,8 @@
 namespace dmb::testing {
 namespace {
 
-using microbench::Testbed;
-using microbench::TestbedSpec;
+using harness::Testbed;
+using harness::TestbedSpec;
 using systems::AccessGroup;
 using systems::Chunk;
 using systems::CnSide;

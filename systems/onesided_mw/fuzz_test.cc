@@ -13,13 +13,13 @@
 #include <set>
 
 #include "fabric/rng.h"
-#include "microbench/testbed.h"
+#include "harness/testbed.h"
 #include "systems/onesided_mw/onesided_mw.h"
 
 namespace dmb::systems::onesided_mw {
 namespace {
 
-using microbench::Testbed;
+using harness::Testbed;
 
 constexpr uint32_t kG = 3;
 constexpr uint32_t kLanes = 4;  // allocations in flight on one Alloc QP
@@ -285,7 +285,7 @@ TEST(OneSidedMwFuzz, MaliciousPayloadsNeverBreakIsolation) {
   if (const char* s = std::getenv("DMB_FUZZ_SEED")) seed = std::strtoull(s, nullptr, 10);
   int payloads = 10000;
   if (const char* s = std::getenv("DMB_FUZZ_PAYLOADS")) payloads = std::atoi(s);
-  microbench::TestbedSpec spec;
+  harness::TestbedSpec spec;
   spec.system = "onesided_mw";
   spec.cns = 3;
   spec.pool_bytes = 8ull << 20;  // 2048 chunks of 4 KB

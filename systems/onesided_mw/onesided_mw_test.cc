@@ -11,13 +11,13 @@
 #include <map>
 #include <set>
 
-#include "microbench/testbed.h"
+#include "harness/testbed.h"
 
 namespace dmb::systems::onesided_mw {
 namespace {
 
-using microbench::Testbed;
-using microbench::TestbedSpec;
+using harness::Testbed;
+using harness::TestbedSpec;
 
 #define CO_ASSERT_OK(expr)                                             \
   if (const auto co_assert_st_ = (expr); !co_assert_st_.ok()) {        \

@@ -34,6 +34,9 @@
 namespace dmb::microbench {
 namespace {
 
+using harness::kUnlimitedCores;
+using harness::Testbed;
+using harness::TestbedSpec;
 using systems::ConfigError;
 
 constexpr const char* kUsage = R"(usage: dmb_micro --bench BENCH [options] [Google Benchmark flags]

@@ -16,7 +16,7 @@
 #include "fabric/sim/sim_cluster.h"
 #include "systems/registry.h"
 
-namespace dmb::microbench {
+namespace dmb::harness {
 
 struct TestbedSpec {
   std::string system;
@@ -73,4 +73,4 @@ class Testbed {
   std::unique_ptr<systems::MemoryManager> mm_;
 };
 
-}  // namespace dmb::microbench
+}  // namespace dmb::harness

@@ -1,4 +1,4 @@
-#include "microbench/testbed.h"
+#include "harness/testbed.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -16,7 +16,7 @@
 #include "systems/remote/remote_mn.h"
 #endif
 
-namespace dmb::microbench {
+namespace dmb::harness {
 
 Testbed::Testbed(const TestbedSpec& spec) : spec_(spec) {
   systems::Deployment d;
@@ -220,4 +220,4 @@ Testbed::~Testbed() {
   StopMnDaemon();
 }
 
-}  // namespace dmb::microbench
+}  // namespace dmb::harness
