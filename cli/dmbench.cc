@@ -26,19 +26,11 @@
 #include "fabric/ibv/ibv_device.h"
 #include "systems/remote/mn_daemon.h"
 #endif
+#include "cli/json.h"
 #include "microbench/primitives.h"
 #include "systems/registry.h"
 
 namespace {
-
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
 
 int Calibrate(const std::string& profile_name, bool json, uint64_t seed) {
   const auto profile = dmb::sim::Profile::ByName(profile_name);
@@ -58,8 +50,8 @@ int Calibrate(const std::string& profile_name, bool json, uint64_t seed) {
       const auto& r = results[i];
       fmt::print(
           "  \"{}\": {{\"sim\": {:.6g}, \"source\": {:.6g}, \"unit\": \"{}\", "
-          "\"source_ref\": \"{}\"}}{}\n",
-          r.name, r.sim, r.source, r.unit, JsonEscape(r.source_ref),
+          "\"source_ref\": {}}}{}\n",
+          r.name, r.sim, r.source, r.unit, dmb::cli::JsonString(r.source_ref),
           i + 1 < results.size() ? "," : "");
     }
     fmt::print("}}\n");
@@ -179,11 +171,12 @@ int MicroAccess(const MicroArgs& a) {
     for (size_t i = 0; i < results.size(); ++i) {
       const auto& r = results[i];
       fmt::print(
-          "{}  {{\"system\": \"{}\", \"knobs\": \"{}\", \"backend\": \"{}\", \"threads\": {}, "
+          "{}  {{\"system\": \"{}\", \"knobs\": {}, \"backend\": \"{}\", \"threads\": {}, "
           "\"cns\": {}, \"op\": \"{}\", \"size_bytes\": {}, \"count\": {}, \"lat_us_p50\": {:.4f}, "
           "\"lat_us_p99\": {:.4f}, \"lat_us_mean\": {:.4f}, \"mops\": {:.6f}}}",
-          i ? ",\n" : "", r.system, JsonEscape(r.knobs), r.backend, r.threads, r.cns, r.op.op,
-          r.size_bytes, r.op.count, r.op.lat_us_p50, r.op.lat_us_p99, r.op.lat_us_mean, r.mops);
+          i ? ",\n" : "", r.system, dmb::cli::JsonString(r.knobs), r.backend, r.threads, r.cns,
+          r.op.op, r.size_bytes, r.op.count, r.op.lat_us_p50, r.op.lat_us_p99, r.op.lat_us_mean,
+          r.mops);
     }
     fmt::print("\n]\n");
     return 0;
@@ -273,13 +266,13 @@ int MicroAlloc(const MicroArgs& a) {
     for (const auto& r : results) {
       for (const auto* op : {&r.alloc, &r.free}) {
         fmt::print(
-            "{}  {{\"system\": \"{}\", \"knobs\": \"{}\", \"threads\": {}, \"cns\": {}, "
+            "{}  {{\"system\": \"{}\", \"knobs\": {}, \"threads\": {}, \"cns\": {}, "
             "\"mn_cores\": {}, \"op\": \"{}\", \"count\": {}, \"failures\": {}, "
             "\"lat_us_p50\": {:.4f}, \"lat_us_p99\": {:.4f}, \"lat_us_mean\": {:.4f}, "
             "\"kops\": {:.3f}, \"mn_cpu_busy_frac\": {:.6f}, \"mn_cpu_cores_busy\": {:.4f}}}",
-            first ? "" : ",\n", r.system, JsonEscape(r.knobs), r.threads, r.cns, r.mn_cores, op->op,
-            op->count, op->failures, op->lat_us_p50, op->lat_us_p99, op->lat_us_mean, op->kops,
-            r.mn_cpu_busy_frac, r.mn_cpu_cores_busy);
+            first ? "" : ",\n", r.system, dmb::cli::JsonString(r.knobs), r.threads, r.cns,
+            r.mn_cores, op->op, op->count, op->failures, op->lat_us_p50, op->lat_us_p99,
+            op->lat_us_mean, op->kops, r.mn_cpu_busy_frac, r.mn_cpu_cores_busy);
         first = false;
       }
     }

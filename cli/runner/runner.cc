@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 
+#include "cli/json.h"
 #include "fabric/sim/profile.h"
 #include "systems/knobs.h"
 
@@ -89,18 +90,7 @@ std::vector<std::string> MicroCommand(const RunOptions& opt, const Point& p,
 
 std::string Hex(uint64_t v) { return fmt::format("{:016x}", v); }
 
-std::string JsonStr(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (c == '\n') {
-      o += "\\n";
-      continue;
-    }
-    o += c;
-  }
-  return o + "\"";
-}
+std::string JsonStr(const std::string& s) { return dmb::cli::JsonString(s); }
 
 std::string JsonMap(const std::map<std::string, std::string>& m) {
   std::string o = "{";
