@@ -344,7 +344,7 @@ Task<fabric::Mr*> SimNode::RegMr(fabric::Pd* pd, uint64_t addr, uint64_t length,
   const uint64_t page = cfg_.page_bytes;
   const uint64_t pages = (addr + length + page - 1) / page - addr / page;
   const bool huge = page != 4096;
-  co_await cpu_.Work(Cost("verbs.mr_reg_base"));
+  co_await cpu_.Work(Cost(huge ? "verbs.mr_reg_base_2m" : "verbs.mr_reg_base"));
   co_await cpu_.Work(Cost(huge ? "verbs.mr_reg_page_2m" : "verbs.mr_reg_page_4k"), pages);
   co_return CreateMrNow(static_cast<SimPd*>(pd), addr, length, access);
 }
@@ -363,7 +363,7 @@ Task<void> SimNode::DeregMr(fabric::Mr* mr) {
   keys_[m->key_ >> 8].mr = nullptr;
   const uint64_t page = cfg_.page_bytes;
   const uint64_t pages = (m->addr_ + m->length_ + page - 1) / page - m->addr_ / page;
-  co_await cpu_.Work(Cost("verbs.mr_dereg_base"));
+  co_await cpu_.Work(Cost(page != 4096 ? "verbs.mr_dereg_base_2m" : "verbs.mr_dereg_base"));
   co_await cpu_.Work(Cost(page != 4096 ? "verbs.mr_dereg_page_2m" : "verbs.mr_dereg_page_4k"),
                      pages);
 }
