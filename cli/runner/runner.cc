@@ -326,7 +326,7 @@ std::string MetaJson(const Spec& spec, double wall_s) {
       findings.empty() ? "" : "\n    " + findings + "\n  ");
 }
 
-std::string Clock2(double s) {
+std::string MinutesSeconds(double s) {
   const long t = static_cast<long>(s + 0.5);
   return fmt::format("{}:{:02d}", t / 60, t % 60);
 }
@@ -360,13 +360,11 @@ const std::vector<std::string>& CsvColumns() {
   return c;
 }
 
-RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
-  const auto t0 = Clock::now();
-  if (opt.micro_path.empty() || !fs::exists(opt.micro_path)) {
-    throw SpecError("the micro program '" + opt.micro_path +
-                    "' does not exist; build it (`make release`) or pass --micro PATH");
-  }
-  const std::vector<Point> all = Expand(spec);
+namespace {
+
+// The points --filter selects (all without one); a filter that selects none
+// is an error naming a few ids.
+std::vector<const Point*> SelectPoints(const std::vector<Point>& all, const RunOptions& opt) {
   std::vector<const Point*> selected;
   for (const Point& p : all) {
     if (opt.filter.empty() || fnmatch(opt.filter.c_str(), p.id.c_str(), 0) == 0) {
@@ -379,24 +377,38 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
     throw SpecError("--filter '" + opt.filter + "' matches none of the " +
                     std::to_string(all.size()) + " points (e.g. " + ids + ")");
   }
-  const fs::path dir = fs::path(opt.results_root) / spec.name;
-  fs::create_directories(dir / "points");
-  fs::create_directories(dir / "logs");
+  return selected;
+}
 
-  RunSummary sum;
-  sum.total = selected.size();
-  std::vector<const Point*> todo;
-  for (const Point* p : selected) {
-    if (!opt.force && HasResult(dir / "points" / (p->id + ".json"), *p)) {
-      ++sum.skipped;
-    } else {
-      todo.push_back(p);
+// One finished child: its point's JSON from the micro program's output, or
+// why it failed (the log's last line, or the output's fault).
+void FinishPoint(const fs::path& dir, const Point& p, const std::vector<std::string>& cmd,
+                 int status, double secs, RunSummary* sum, bool* ok) {
+  const fs::path gb = dir / "points" / (p.id + ".gb.json");
+  const fs::path log = dir / "logs" / (p.id + ".log");
+  *ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  std::string why;
+  if (*ok) {
+    try {
+      WriteAtomically(dir / "points" / (p.id + ".json"),
+                      PointJson(p, ParseMicroJson(gb), secs, cmd));
+      ++sum->ran;
+    } catch (const std::exception& e) {
+      *ok = false;
+      why = e.what();
     }
+  } else {
+    why = LastLine(log);
   }
-  fmt::print(stderr, "{}: {} points ({} to run, {} already done{}), {} job(s) -> {}\n", spec.name,
-             sum.total, todo.size(), sum.skipped, opt.force ? "" : "; --force reruns them",
-             opt.jobs, dir.string());
+  std::error_code ec;
+  fs::remove(gb, ec);
+  if (!*ok) sum->failed.push_back(p.id + " (" + log.string() + "): " + why);
+}
 
+// Runs `todo`, up to opt.jobs micro processes at once, with a progress line
+// (points done, elapsed, ETA) per finished point.
+void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<const Point*>& todo,
+               Clock::time_point t0, RunSummary* sum) {
   struct Child {
     const Point* p;
     std::vector<std::string> cmd;
@@ -404,15 +416,6 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
   };
   std::map<pid_t, Child> running;
   size_t next = 0, done = 0;
-  const auto progress = [&](const Point& p, bool ok, double secs) {
-    ++done;
-    const double el = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double eta = done ? el / done * (todo.size() - done) : 0;
-    fmt::print(stderr, "{}[{:>{}}/{}] {:3.0f}%  elapsed {}  ETA {}  {} {} ({:.1f} s){}",
-               opt.tty ? "\r\033[K" : "", done, std::to_string(todo.size()).size(), todo.size(),
-               100.0 * done / std::max<size_t>(1, todo.size()), Clock2(el), Clock2(eta),
-               ok ? "ok  " : "FAIL", p.id, secs, opt.tty ? "" : "\n");
-  };
   while (next < todo.size() || !running.empty()) {
     while (next < todo.size() && static_cast<int>(running.size()) < std::max(1, opt.jobs)) {
       const Point* p = todo[next++];
@@ -428,31 +431,23 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
     const Child c = it->second;
     running.erase(it);
     const double secs = std::chrono::duration<double>(Clock::now() - c.start).count();
-    const fs::path gb = dir / "points" / (c.p->id + ".gb.json");
-    const fs::path log = dir / "logs" / (c.p->id + ".log");
-    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    std::string why;
-    if (ok) {
-      try {
-        const auto metrics = ParseMicroJson(gb);
-        WriteAtomically(dir / "points" / (c.p->id + ".json"),
-                        PointJson(*c.p, metrics, secs, c.cmd));
-        ++sum.ran;
-      } catch (const std::exception& e) {
-        ok = false;
-        why = e.what();
-      }
-    } else {
-      why = LastLine(log);
-    }
-    std::error_code ec;
-    fs::remove(gb, ec);
-    if (!ok) sum.failed.push_back(c.p->id + " (" + log.string() + "): " + why);
-    progress(*c.p, ok, secs);
+    bool ok = false;
+    FinishPoint(dir, *c.p, c.cmd, status, secs, sum, &ok);
+    ++done;
+    const double el = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double eta = el / done * (todo.size() - done);
+    fmt::print(stderr, "{}[{:>{}}/{}] {:3.0f}%  elapsed {}  ETA {}  {} {} ({:.1f} s){}",
+               opt.tty ? "\r\033[K" : "", done, std::to_string(todo.size()).size(), todo.size(),
+               100.0 * done / std::max<size_t>(1, todo.size()), MinutesSeconds(el),
+               MinutesSeconds(eta), ok ? "ok  " : "FAIL", c.p->id, secs, opt.tty ? "" : "\n");
   }
   if (opt.tty && !todo.empty()) fmt::print(stderr, "\n");
+}
 
-  // Every point of the spec with a result, in spec order.
+// NAME.csv (every point of the spec with a result, in spec order),
+// compare.csv and meta.json.
+void WriteResults(const Spec& spec, const std::vector<Point>& all, const fs::path& dir,
+                  double wall_s) {
   std::vector<Row> rows;
   for (const Point& p : all) {
     const fs::path path = dir / "points" / (p.id + ".json");
@@ -471,8 +466,39 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
   }
   WriteAtomically(dir / (spec.name + ".csv"), csv);
   WriteAtomically(dir / "compare.csv", CompareCsv(spec, rows));
+  WriteAtomically(dir / "meta.json", MetaJson(spec, wall_s));
+}
+
+}  // namespace
+
+RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
+  const auto t0 = Clock::now();
+  if (opt.micro_path.empty() || !fs::exists(opt.micro_path)) {
+    throw SpecError("the micro program '" + opt.micro_path +
+                    "' does not exist; build it (`make release`) or pass --micro PATH");
+  }
+  const std::vector<Point> all = Expand(spec);
+  const std::vector<const Point*> selected = SelectPoints(all, opt);
+  const fs::path dir = fs::path(opt.results_root) / spec.name;
+  fs::create_directories(dir / "points");
+  fs::create_directories(dir / "logs");
+
+  RunSummary sum;
+  sum.total = selected.size();
+  std::vector<const Point*> todo;
+  for (const Point* p : selected) {
+    if (!opt.force && HasResult(dir / "points" / (p->id + ".json"), *p)) {
+      ++sum.skipped;
+    } else {
+      todo.push_back(p);
+    }
+  }
+  fmt::print(stderr, "{}: {} points ({} to run, {} already done{}), {} job(s) -> {}\n", spec.name,
+             sum.total, todo.size(), sum.skipped, opt.force ? "" : "; --force reruns them",
+             opt.jobs, dir.string());
+  RunPoints(opt, dir, todo, t0, &sum);
   sum.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  WriteAtomically(dir / "meta.json", MetaJson(spec, sum.wall_s));
+  WriteResults(spec, all, dir, sum.wall_s);
   return sum;
 }
 
