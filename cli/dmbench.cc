@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
 
 #include "cli/runner/run_command.h"
@@ -292,6 +293,177 @@ int MicroAlloc(const MicroArgs& a) {
   return 0;
 }
 
+// Each subcommand: one setup function that declares its options and sets
+// the callback that runs it (CLI11's subcommands-in-functions pattern). The
+// callback leaves the exit code in *rc; errors propagate out of parse().
+
+void SetupCalibrate(CLI::App& app, int* rc) {
+  struct Args {
+    std::string profile = "cx5";
+    bool json = false;
+    uint64_t seed = 1;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cal = app.add_subcommand(
+      "calibrate",
+      "Measure each calibration primitive (one READ, one MW bind, one MR registration, one\n"
+      "chained WR, ...) on the simulated cluster and compare it with its source. Exits 3 when\n"
+      "a primitive is more than 10% off.");
+  cal->add_option("--profile", a->profile, "NIC calibration profile")->capture_default_str();
+  cal->add_flag("--json", a->json,
+                "Print an object keyed by primitive: {sim, source, unit, source_ref}");
+  cal->add_option("--seed", a->seed, "Root seed of the simulation")->capture_default_str();
+  cal->callback([a, rc] { *rc = Calibrate(a->profile, a->json, a->seed); });
+}
+
+void SetupProfile(CLI::App& app, int* rc) {
+  auto profile = std::make_shared<std::string>("cx5");
+  auto* prof = app.add_subcommand("profile", "Print a calibration profile's values and sources");
+  prof->add_option("--profile", *profile, "NIC calibration profile")->capture_default_str();
+  prof->callback([profile, rc] { *rc = ShowProfile(*profile); });
+}
+
+void SetupListings(CLI::App& app, int* rc) {
+  app.add_subcommand("systems", "List the approaches and their knobs")->callback([rc] {
+    *rc = ListSystems();
+  });
+  app.add_subcommand("devices", "List RDMA devices and what each can do")->callback([rc] {
+    *rc = ListDevices();
+  });
+}
+
+void SetupMicroAlloc(CLI::App* micro, int* rc) {
+  auto a = std::make_shared<MicroArgs>();
+  auto* alloc = micro->add_subcommand(
+      "alloc",
+      "Allocation and free latency (p50/p99/mean, virtual us) and MN CPU busy fraction.\n"
+      "Each CN thread allocates a batch of chunks, then frees them, over and over.\n"
+      "Without --threads it runs 1 and 24 threads (OneSidedMW Fig 10b).");
+  alloc->add_option("--system", a->system, "Approach (see `dmbench systems`)")->required();
+  alloc->add_option("--set", a->sets, "Knob as KNOB=VALUE, e.g. --set mw_type=2");
+  alloc->add_option("--threads", a->threads, "CN threads per CN (repeatable)");
+  alloc->add_option("--cns", a->cns, "Compute nodes")->capture_default_str();
+  alloc->add_option("--mn-cores", a->mn_cores, "MN cores: N or 'unlimited'")->capture_default_str();
+  alloc->add_option("--ops", a->ops, "Measured allocations per thread")->capture_default_str();
+  alloc
+      ->add_option("--batch", a->batch,
+                   "Chunks a thread holds before freeing them; >= ops + 16 (warm-up): "
+                   "threads only allocate, so kops is the sustained allocation rate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  alloc->add_option("--pool", a->pool, "MN memory the approach manages")->capture_default_str();
+  alloc->add_option("--seed", a->seed, "Root seed")->capture_default_str();
+  alloc->add_flag("--json", a->json,
+                  "JSON records: system, threads, op, lat_us_p50, lat_us_p99, lat_us_mean, "
+                  "mn_cpu_busy_frac, ...");
+  AddBackendOptions(alloc, a.get());
+  alloc->callback([a, rc] { *rc = MicroAlloc(*a); });
+}
+
+void SetupMicroAccess(CLI::App* micro, int* rc) {
+  auto a = std::make_shared<MicroArgs>();
+  a->ops = 10000;
+  auto* access = micro->add_subcommand(
+      "access",
+      "One-sided READ and WRITE latency (p50/p99/mean) and rate through an allocated chunk,\n"
+      "4 KB by default, one operation outstanding per thread. With --backend ibv, compare with "
+      "perftest on the same device\n"
+      "(ib_read_lat / ib_read_bw) to see dmbench's overhead above raw verbs.");
+  access->add_option("--system", a->system, "Approach")->default_val("static_mr");
+  access->add_option("--set", a->sets, "Knob as KNOB=VALUE");
+  access->add_option("--threads", a->threads, "CN threads per CN (repeatable)");
+  access->add_option("--cns", a->cns, "Compute nodes")->capture_default_str();
+  access->add_option("--ops", a->ops, "Measured operations per thread")->capture_default_str();
+  access->add_option("--size", a->size, "Bytes per operation")->capture_default_str();
+  access->add_option("--op", a->op, "read, write or both")
+      ->check(CLI::IsMember({"read", "write", "both"}))
+      ->capture_default_str();
+  access->add_option("--pool", a->pool, "MN memory the approach manages (one chunk per thread)")
+      ->capture_default_str();
+  access->add_option("--seed", a->seed, "Root seed (sim)")->capture_default_str();
+  access->add_flag("--json", a->json, "JSON records");
+  AddBackendOptions(access, a.get());
+  access->callback([a, rc] { *rc = MicroAccess(*a); });
+}
+
+void SetupMicro(CLI::App& app, int* rc) {
+  auto* micro = app.add_subcommand(
+      "micro",
+      "Microbenchmarks of an approach (simulator by default; --backend ibv for real devices)");
+  micro->require_subcommand(1);
+  SetupMicroAlloc(micro, rc);
+  SetupMicroAccess(micro, rc);
+}
+
+void SetupRun(CLI::App& app, int* rc) {
+  auto a = std::make_shared<dmb::runner::RunCommandArgs>();
+  dmb::runner::AddRunCommand(app, a.get())->callback([a, rc] {
+    *rc = dmb::runner::RunCommand(*a);
+  });
+}
+
+#ifdef DMB_HAVE_IBV
+void SetupMn(CLI::App& app, int* rc) {
+  struct Args {
+    dmb::systems::remote::MnDaemonOptions opts;
+    std::vector<std::string> sets;
+    std::string pool = "256MB";
+  };
+  auto a = std::make_shared<Args>();
+  auto* mn = app.add_subcommand(
+      "mn",
+      "Run an approach's MN side on a real RDMA device and serve CN processes (`dmbench cn`,\n"
+      "`dmbench micro ... --backend ibv --mn HOST:PORT`) until the operator sends\n"
+      "`shutdown <token>`. The operator token is printed at start and written to\n"
+      "<port-file>.token (mode 0600); reclaim and shutdown need it, CN processes do not get it.");
+  mn->add_option("--system", a->opts.system, "Approach (see `dmbench systems`)")->required();
+  mn->add_option("--set", a->sets, "Knob as KNOB=VALUE");
+  mn->add_option("--device", a->opts.device, "RDMA device (default: the first)");
+  mn->add_option("--port", a->opts.port, "TCP port of the bootstrap channel (0 = any)")
+      ->capture_default_str();
+  mn->add_option("--port-file", a->opts.port_file, "Write the chosen port to this file");
+  mn->add_option("--pool", a->pool, "MN memory the approach manages")->capture_default_str();
+  mn->add_option("--mn-cores", a->opts.mn_cores, "RPC worker coroutines")->capture_default_str();
+  mn->add_flag("--verbose", a->opts.verbose, "Log every bootstrap request");
+  mn->callback([a, rc] {
+    for (const auto& s : a->sets) a->opts.knobs.insert(dmb::systems::SplitAssignment(s));
+    const auto pool = dmb::systems::ParseSize(a->pool);
+    if (!pool) {
+      throw dmb::systems::ConfigError("--pool: expected a size like 256MB, got \"" + a->pool +
+                                      "\"");
+    }
+    a->opts.pool_bytes = *pool;
+    *rc = dmb::systems::remote::RunMnDaemon(a->opts);
+  });
+}
+
+void SetupCn(CLI::App& app, int* rc) {
+  auto a = std::make_shared<MicroArgs>();
+  auto* cn = app.add_subcommand(
+      "cn",
+      "CN workers against a running `dmbench mn` daemon: the allocation benchmark, then the\n"
+      "access benchmark, over real verbs.");
+  cn->add_option("--mn", a->mn, "The daemon's HOST:PORT")->required();
+  cn->add_option("--system", a->system, "Approach (must match the daemon's)")->required();
+  cn->add_option("--set", a->sets, "Knobs (must match the daemon's)");
+  cn->add_option("--devices", a->devices, "This process's RDMA device(s)")->delimiter(',');
+  cn->add_option("--threads", a->threads, "CN threads (repeatable)");
+  cn->add_option("--ops", a->ops, "Operations per thread")->capture_default_str();
+  cn->add_flag("--json", a->json, "JSON records");
+  cn->callback([a, rc] {
+    a->backend = "ibv";
+    a->pool = "256MB";
+    if (a->threads.empty()) a->threads = {1};
+    if (const int r = MicroAlloc(*a); r != 0) {
+      *rc = r;
+      return;
+    }
+    a->ops = std::max(a->ops, 1000);
+    *rc = MicroAccess(*a);
+  });
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -299,167 +471,23 @@ int main(int argc, char** argv) {
       "dmbench: RDMA disaggregated-memory management approaches on a deterministic simulated\n"
       "cluster (default) or real verbs. Run `dmbench SUBCOMMAND --help` for details."};
   app.require_subcommand(1);
-
-  std::string profile = "cx5";
-  bool json = false;
-  uint64_t seed = 1;
-  auto* cal = app.add_subcommand(
-      "calibrate",
-      "Measure each calibration primitive (one READ, one MW bind, one MR registration, one\n"
-      "chained WR, ...) on the simulated cluster and compare it with its source. Exits 3 when\n"
-      "a primitive is more than 10% off.");
-  cal->add_option("--profile", profile, "NIC calibration profile")->capture_default_str();
-  cal->add_flag("--json", json,
-                "Print an object keyed by primitive: {sim, source, unit, source_ref}");
-  cal->add_option("--seed", seed, "Root seed of the simulation")->capture_default_str();
-
-  auto* prof = app.add_subcommand("profile", "Print a calibration profile's values and sources");
-  prof->add_option("--profile", profile, "NIC calibration profile")->capture_default_str();
-
-  auto* sys = app.add_subcommand("systems", "List the approaches and their knobs");
-
-  MicroArgs micro_args;
-  auto* micro = app.add_subcommand(
-      "micro",
-      "Microbenchmarks of an approach (simulator by default; --backend ibv for real devices)");
-  micro->require_subcommand(1);
-  auto* alloc = micro->add_subcommand(
-      "alloc",
-      "Allocation and free latency (p50/p99/mean, virtual us) and MN CPU busy fraction.\n"
-      "Each CN thread allocates a batch of chunks, then frees them, over and over.\n"
-      "Without --threads it runs 1 and 24 threads (OneSidedMW Fig 10b).");
-  alloc->add_option("--system", micro_args.system, "Approach (see `dmbench systems`)")->required();
-  alloc->add_option("--set", micro_args.sets, "Knob as KNOB=VALUE, e.g. --set mw_type=2");
-  alloc->add_option("--threads", micro_args.threads, "CN threads per CN (repeatable)");
-  alloc->add_option("--cns", micro_args.cns, "Compute nodes")->capture_default_str();
-  alloc->add_option("--mn-cores", micro_args.mn_cores, "MN cores: N or 'unlimited'")
-      ->capture_default_str();
-  alloc->add_option("--ops", micro_args.ops, "Measured allocations per thread")
-      ->capture_default_str();
-  alloc
-      ->add_option("--batch", micro_args.batch,
-                   "Chunks a thread holds before freeing them; >= ops + 16 (warm-up): "
-                   "threads only allocate, so kops is the sustained allocation rate")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  alloc->add_option("--pool", micro_args.pool, "MN memory the approach manages")
-      ->capture_default_str();
-  alloc->add_option("--seed", micro_args.seed, "Root seed")->capture_default_str();
-  alloc->add_flag("--json", micro_args.json,
-                  "JSON records: system, threads, op, lat_us_p50, lat_us_p99, lat_us_mean, "
-                  "mn_cpu_busy_frac, ...");
-
-  alloc->add_option("--mn-device", micro_args.mn_device,
-                    "ibv with --mn spawn: the daemon's device");
-  alloc->add_option("--backend", micro_args.backend, "sim or ibv (real RDMA devices)")
-      ->check(CLI::IsMember({"sim", "ibv"}))
-      ->capture_default_str();
-  alloc->add_option("--devices", micro_args.devices, "ibv: RDMA devices of this process's nodes")
-      ->delimiter(',');
-  alloc->add_option("--mn", micro_args.mn,
-                    "ibv: omitted = MN in this process; 'spawn' = start a daemon; HOST:PORT");
-
-  MicroArgs access_args;
-  access_args.ops = 10000;
-  access_args.pool = "1GB";
-  auto* access = micro->add_subcommand(
-      "access",
-      "One-sided READ and WRITE latency (p50/p99/mean) and rate through an allocated chunk,\n"
-      "4 KB by default, one operation outstanding per thread. With --backend ibv, compare with "
-      "perftest on the same device\n"
-      "(ib_read_lat / ib_read_bw) to see dmbench's overhead above raw verbs.");
-  access->add_option("--system", access_args.system, "Approach")->default_val("static_mr");
-  access->add_option("--set", access_args.sets, "Knob as KNOB=VALUE");
-  access->add_option("--threads", access_args.threads, "CN threads per CN (repeatable)");
-  access->add_option("--cns", access_args.cns, "Compute nodes")->capture_default_str();
-  access->add_option("--ops", access_args.ops, "Measured operations per thread")
-      ->capture_default_str();
-  access->add_option("--size", access_args.size, "Bytes per operation")->capture_default_str();
-  access->add_option("--op", access_args.op, "read, write or both")
-      ->check(CLI::IsMember({"read", "write", "both"}))
-      ->capture_default_str();
-  access
-      ->add_option("--pool", access_args.pool,
-                   "MN memory the approach manages (one chunk per thread)")
-      ->capture_default_str();
-  access->add_option("--seed", access_args.seed, "Root seed (sim)")->capture_default_str();
-  access->add_flag("--json", access_args.json, "JSON records");
-  AddBackendOptions(access, &access_args);
-
-  auto* devices = app.add_subcommand("devices", "List RDMA devices and what each can do");
-
-  dmb::runner::RunCommandArgs run_args;
-  auto* run = dmb::runner::AddRunCommand(app, &run_args);
-
+  int rc = 0;
+  SetupCalibrate(app, &rc);
+  SetupProfile(app, &rc);
+  SetupListings(app, &rc);
+  SetupMicro(app, &rc);
+  SetupRun(app, &rc);
 #ifdef DMB_HAVE_IBV
-  dmb::systems::remote::MnDaemonOptions mn_opts;
-  std::vector<std::string> mn_sets;
-  std::string mn_pool = "256MB";
-  auto* mn = app.add_subcommand(
-      "mn",
-      "Run an approach's MN side on a real RDMA device and serve CN processes (`dmbench cn`,\n"
-      "`dmbench micro ... --backend ibv --mn HOST:PORT`) until the operator sends\n"
-      "`shutdown <token>`. The operator token is printed at start and written to\n"
-      "<port-file>.token (mode 0600); reclaim and shutdown need it, CN processes do not get it.");
-  mn->add_option("--system", mn_opts.system, "Approach (see `dmbench systems`)")->required();
-  mn->add_option("--set", mn_sets, "Knob as KNOB=VALUE");
-  mn->add_option("--device", mn_opts.device, "RDMA device (default: the first)");
-  mn->add_option("--port", mn_opts.port, "TCP port of the bootstrap channel (0 = any)")
-      ->capture_default_str();
-  mn->add_option("--port-file", mn_opts.port_file, "Write the chosen port to this file");
-  mn->add_option("--pool", mn_pool, "MN memory the approach manages")->capture_default_str();
-  mn->add_option("--mn-cores", mn_opts.mn_cores, "RPC worker coroutines")->capture_default_str();
-  mn->add_flag("--verbose", mn_opts.verbose, "Log every bootstrap request");
-
-  MicroArgs cn_args;
-  auto* cn = app.add_subcommand(
-      "cn",
-      "CN workers against a running `dmbench mn` daemon: the allocation benchmark, then the\n"
-      "access benchmark, over real verbs.");
-  cn->add_option("--mn", cn_args.mn, "The daemon's HOST:PORT")->required();
-  cn->add_option("--system", cn_args.system, "Approach (must match the daemon's)")->required();
-  cn->add_option("--set", cn_args.sets, "Knobs (must match the daemon's)");
-  cn->add_option("--devices", cn_args.devices, "This process's RDMA device(s)")->delimiter(',');
-  cn->add_option("--threads", cn_args.threads, "CN threads (repeatable)");
-  cn->add_option("--ops", cn_args.ops, "Operations per thread")->capture_default_str();
-  cn->add_flag("--json", cn_args.json, "JSON records");
+  SetupMn(app, &rc);
+  SetupCn(app, &rc);
 #endif
-
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  }
-  try {
-    if (*cal) return Calibrate(profile, json, seed);
-    if (*prof) return ShowProfile(profile);
-    if (*sys) return ListSystems();
-    if (*alloc) return MicroAlloc(micro_args);
-    if (*access) return MicroAccess(access_args);
-    if (*devices) return ListDevices();
-    if (*run) return dmb::runner::RunCommand(run_args);
-#ifdef DMB_HAVE_IBV
-    if (*mn) {
-      for (const auto& s : mn_sets) mn_opts.knobs.insert(dmb::systems::SplitAssignment(s));
-      const auto pool = dmb::systems::ParseSize(mn_pool);
-      if (!pool)
-        throw dmb::systems::ConfigError("--pool: expected a size like 256MB, got \"" + mn_pool +
-                                        "\"");
-      mn_opts.pool_bytes = *pool;
-      return dmb::systems::remote::RunMnDaemon(mn_opts);
-    }
-    if (*cn) {
-      cn_args.backend = "ibv";
-      cn_args.pool = "256MB";
-      if (cn_args.threads.empty()) cn_args.threads = {1};
-      if (const int rc = MicroAlloc(cn_args); rc != 0) return rc;
-      cn_args.ops = std::max(cn_args.ops, 1000);
-      return MicroAccess(cn_args);
-    }
-#endif
   } catch (const std::exception& e) {
     fmt::print(stderr, "dmbench: error: {}\n", e.what());
     return 2;
   }
-  return 0;
+  return rc;
 }
