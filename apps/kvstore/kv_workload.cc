@@ -216,7 +216,10 @@ uint32_t ValueLength(const KvWorkloadSpec& spec) {
   return static_cast<uint32_t>(spec.value_bytes - overhead);
 }
 
-KvWorkloadResult RunKvWorkload(harness::Testbed& tb, const KvWorkloadSpec& spec) {
+namespace {
+
+// Bad input, named before anything opens.
+void CheckSpec(const KvWorkloadSpec& spec) {
   if (spec.workload != "fillsync" && spec.workload != "ycsbd" && spec.workload != "insert") {
     throw ConfigError("unknown workload '" + spec.workload + "'; known: fillsync, ycsbd, insert");
   }
@@ -226,11 +229,65 @@ KvWorkloadResult RunKvWorkload(harness::Testbed& tb, const KvWorkloadSpec& spec)
                       ": keys need at least 8 bytes (random alphanumerics)");
   }
   if (spec.keys < 1) throw ConfigError("keys must be at least 1");
-  (void)ValueLength(spec);  // a bad size_is or a block too small, before anything opens
+  (void)ValueLength(spec);  // a bad size_is or a block too small
   if (spec.cpu_samples < 3) {
     throw ConfigError("cpu_samples " + std::to_string(spec.cpu_samples) +
                       ": the peak drops the first and last interval, so at least 3");
   }
+}
+
+// Why the store could not open, as the error a user can act on.
+[[noreturn]] void ThrowOpenError(const Status& st, uint64_t partitions, const Shared& sh,
+                                 uint64_t granularity_bytes) {
+  if (st.code() == systems::Code::kUnsupported) throw ConfigError(st.message());
+  if (st.code() == systems::Code::kOutOfMemory) {
+    throw ConfigError("opening the KV store (" + std::to_string(partitions) + " partitions of " +
+                      std::to_string(sh.opts.buckets_per_partition) +
+                      " buckets, each at least one " + Size(granularity_bytes) +
+                      " chunk): " + st.ToString() + "; use a larger --pool");
+  }
+  throw std::runtime_error("opening the KV store: " + st.ToString());
+}
+
+// A KV block never spans chunks: one larger than the largest size class is
+// refused, naming the granularity that would hold it.
+void CheckBlockFits(const KvWorkloadSpec& spec, uint64_t block, uint64_t granularity_bytes,
+                    const std::string& system) {
+  const std::vector<uint32_t> classes = SlabAllocator::DefaultClasses(granularity_bytes);
+  if (!classes.empty() && classes.back() >= block) return;
+  const std::string what = "a " + std::to_string(spec.key_bytes) + " B key and a " +
+                           std::to_string(ValueLength(spec)) + " B value need a " +
+                           std::to_string(block) + " B KV block";
+  uint64_t need = 64;
+  while (need < block) need *= 2;
+  if (need > 32768) {
+    throw ConfigError(what + "; the store's largest size class is 32KB; use a smaller value");
+  }
+  throw ConfigError(what + ", larger than " + system + "'s " + Size(granularity_bytes) +
+                    " chunks (a block never spans chunks); use a granularity >= " + Size(need) +
+                    " (--set granularity=" + Size(need) + ") or a smaller value");
+}
+
+// The phases' times, the MN CPU and memory figures, once every client is done.
+void Summarize(const Shared& sh, const fabric::Cpu& cpu, int cpu_samples, KvWorkloadResult* r) {
+  // barrier_at: phase 1 starts, phase 1 ends [, phase 2 ends].
+  r->phase1_ps = sh.barrier_at.at(1) - sh.barrier_at.at(0);
+  if (sh.two_phases) r->phase2_ps = sh.barrier_at.at(2) - sh.barrier_at.at(1);
+  r->mn_cpu_mean = r->phase1_ps > 0 ? static_cast<double>(sh.busy_at[1] - sh.busy_at[0]) /
+                                          static_cast<double>(r->phase1_ps)
+                                    : 0;
+  r->mn_cpu_peak = SteadyPeakCores(cpu, sh.barrier_at, cpu_samples);
+  r->peak_mn_bytes = sh.peak_chunks * r->granularity_bytes;
+  r->final_mn_bytes = sh.held_chunks * r->granularity_bytes;
+  r->dealloc_rate = sh.peak_chunks ? static_cast<double>(sh.peak_chunks - sh.held_chunks) /
+                                         static_cast<double>(sh.peak_chunks)
+                                   : 0;
+}
+
+}  // namespace
+
+KvWorkloadResult RunKvWorkload(harness::Testbed& tb, const KvWorkloadSpec& spec) {
+  CheckSpec(spec);
   const int cns = static_cast<int>(tb.mm().num_cns());
   KvWorkloadResult r;
   r.threads_total = cns * spec.threads;
@@ -269,56 +326,24 @@ KvWorkloadResult RunKvWorkload(harness::Testbed& tb, const KvWorkloadSpec& spec)
   for (const Status& st : opened) {
     if (st.ok()) continue;
     close_all();
-    if (st.code() == systems::Code::kUnsupported) throw ConfigError(st.message());
-    if (st.code() == systems::Code::kOutOfMemory) {
-      throw ConfigError("opening the KV store (" + std::to_string(n) + " partitions of " +
-                        std::to_string(sh.opts.buckets_per_partition) +
-                        " buckets, each at least one " + Size(r.granularity_bytes) +
-                        " chunk): " + st.ToString() + "; use a larger --pool");
-    }
-    throw std::runtime_error("opening the KV store: " + st.ToString());
+    ThrowOpenError(st, n, sh, r.granularity_bytes);
   }
   r.commit = std::string(CommitModeName(kvs[0]->commit_mode()));
   // A KV block: u32 key length | u32 value length | key | value.
-  const uint64_t block = 8ull + spec.key_bytes + ValueLength(spec);
-  r.block_bytes = block;
-  const std::vector<uint32_t> classes = SlabAllocator::DefaultClasses(r.granularity_bytes);
-  if (classes.empty() || classes.back() < block) {
+  r.block_bytes = 8ull + spec.key_bytes + ValueLength(spec);
+  try {
+    CheckBlockFits(spec, r.block_bytes, r.granularity_bytes, tb.mm().system());
+  } catch (...) {
     close_all();
-    const std::string what = "a " + std::to_string(spec.key_bytes) + " B key and " +
-                             Size(ValueLength(spec)) + " value need a " + std::to_string(block) +
-                             " B KV block";
-    uint64_t need = 64;
-    while (need < block) need *= 2;
-    if (need > 32768) {
-      throw ConfigError(what + "; the store's largest size class is 32KB; use a smaller value");
-    }
-    throw ConfigError(what + ", larger than " + tb.mm().system() + "'s " +
-                      Size(r.granularity_bytes) +
-                      " chunks (a block never spans chunks); use a "
-                      "granularity >= " +
-                      Size(need) + " (--set granularity=" + Size(need) + ") or a smaller value");
+    throw;
   }
-
-  fabric::Cpu& cpu = tb.mn_node()->cpu();
   std::vector<Task<void>> clients;
   for (uint64_t i = 0; i < n; ++i) {
     const uint64_t share = spec.keys / n + (i < spec.keys % n ? 1 : 0);
     clients.push_back(Client(&sh, kvs[i].get(), share));
   }
   tb.RunAll(std::move(clients));
-  // barrier_at: phase 1 starts, phase 1 ends [, phase 2 ends].
-  r.phase1_ps = sh.barrier_at.at(1) - sh.barrier_at.at(0);
-  if (sh.two_phases) r.phase2_ps = sh.barrier_at.at(2) - sh.barrier_at.at(1);
-  r.mn_cpu_mean = r.phase1_ps > 0 ? static_cast<double>(sh.busy_at[1] - sh.busy_at[0]) /
-                                        static_cast<double>(r.phase1_ps)
-                                  : 0;
-  r.mn_cpu_peak = SteadyPeakCores(cpu, sh.barrier_at, spec.cpu_samples);
-  r.peak_mn_bytes = sh.peak_chunks * r.granularity_bytes;
-  r.final_mn_bytes = sh.held_chunks * r.granularity_bytes;
-  r.dealloc_rate = sh.peak_chunks ? static_cast<double>(sh.peak_chunks - sh.held_chunks) /
-                                        static_cast<double>(sh.peak_chunks)
-                                  : 0;
+  Summarize(sh, tb.mn_node()->cpu(), spec.cpu_samples, &r);
   close_all();
   return r;
 }
