@@ -2,7 +2,7 @@
 // assertions per isolation level, with the counts printed.
 #include "tests/suite_util.h"
 
-namespace dmb::testing {
+namespace dmb::suite {
 namespace {
 
 using harness::Testbed;
@@ -224,4 +224,4 @@ INSTANTIATE_TEST_SUITE_P(AllSystems, Attacks, ::testing::ValuesIn(AllSystems()),
                          [](const auto& info) { return CaseName(info.param); });
 
 }  // namespace
-}  // namespace dmb::testing
+}  // namespace dmb::suite

@@ -4,7 +4,7 @@
 
 #include "tests/suite_util.h"
 
-namespace dmb::testing {
+namespace dmb::suite {
 namespace {
 
 using harness::Testbed;
@@ -271,4 +271,4 @@ INSTANTIATE_TEST_SUITE_P(AllSystems, Conformance, ::testing::ValuesIn(AllSystems
                          [](const auto& info) { return CaseName(info.param); });
 
 }  // namespace
-}  // namespace dmb::testing
+}  // namespace dmb::suite

@@ -10,7 +10,7 @@
 #include "harness/testbed.h"
 #include "systems/registry.h"
 
-namespace dmb::testing {
+namespace dmb::suite {
 
 // ASSERT_* cannot be used inside coroutines (they `return`): these record the
 // failure and leave the coroutine.
@@ -87,4 +87,4 @@ inline uint8_t PatternByte(uint64_t tag, uint64_t pos) {
   return static_cast<uint8_t>(x >> 56);
 }
 
-}  // namespace dmb::testing
+}  // namespace dmb::suite

@@ -58,7 +58,7 @@ std::vector<std::string> KeysFor(const KvOptions& o, uint32_t partition, size_t 
 
 std::string Value(uint64_t tag, size_t len) {
   std::string v(len, '\0');
-  for (size_t i = 0; i < len; ++i) v[i] = static_cast<char>(testing::PatternByte(tag, i));
+  for (size_t i = 0; i < len; ++i) v[i] = static_cast<char>(suite::PatternByte(tag, i));
   return v;
 }
 

@@ -14,7 +14,7 @@
 
 #include "tests/suite_util.h"
 
-namespace dmb::testing {
+namespace dmb::suite {
 namespace {
 
 using harness::Testbed;
@@ -402,4 +402,4 @@ TEST(FineMem, CrashBetweenSpanCasAndRedoCasIsRecovered) {
 }
 
 }  // namespace
-}  // namespace dmb::testing
+}  // namespace dmb::suite

@@ -209,10 +209,10 @@ std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t t
 
 // ---- MN state ------------------------------------------------------------------
 
-Task<std::unique_ptr<OdrpMn>> OdrpMn::Create(fabric::Cluster* cluster, fabric::Node* mn,
-                                             MnConfig cfg) {
+Task<std::unique_ptr<OdrpMetadata>> OdrpMetadata::Create(fabric::Cluster* cluster, fabric::Node* mn,
+                                                         MnConfig cfg) {
   fabric::RequireCaps(*mn, {"cross_channel", "masked_atomics"}, "odrp");
-  std::unique_ptr<OdrpMn> m(new OdrpMn());
+  std::unique_ptr<OdrpMetadata> m(new OdrpMetadata());
   m->cluster_ = cluster;
   m->mn_ = mn;
   m->layout_ = MnLayout::ForPages(cfg.pages);
@@ -238,7 +238,7 @@ Task<std::unique_ptr<OdrpMn>> OdrpMn::Create(fabric::Cluster* cluster, fabric::N
   co_return m;
 }
 
-Task<const CnTable*> OdrpMn::AddCn(uint64_t swap_pages) {
+Task<const CnTable*> OdrpMetadata::AddCn(uint64_t swap_pages) {
   if (swap_pages == 0) throw std::invalid_argument("odrp: a CN needs at least one swap page");
   auto t = std::make_unique<CnTable>();
   t->cn = static_cast<uint32_t>(cns_.size());
@@ -253,13 +253,13 @@ Task<const CnTable*> OdrpMn::AddCn(uint64_t swap_pages) {
   co_return cns_.back().get();
 }
 
-uint64_t OdrpMn::LoadElement(uint64_t slot) const {
+uint64_t OdrpMetadata::LoadElement(uint64_t slot) const {
   uint8_t be[8];
   mn_->memory().Read(element_addr(slot), be, 8);
   return fabric::LoadBe64(be);
 }
 
-uint64_t OdrpMn::LoadTtEntry(uint32_t cn, uint64_t swap_addr) const {
+uint64_t OdrpMetadata::LoadTtEntry(uint32_t cn, uint64_t swap_addr) const {
   uint8_t be[8];
   mn_->memory().Read(TtEntryAddr(cns_.at(cn)->tt_base, swap_addr), be, 8);
   return fabric::LoadBe64(be);
@@ -267,7 +267,7 @@ uint64_t OdrpMn::LoadTtEntry(uint32_t cn, uint64_t swap_addr) const {
 
 // ---- Chain (MN) -------------------------------------------------------------------
 
-Task<std::unique_ptr<Chain>> Chain::Create(OdrpMn* mn, const CnTable* cn, ChainKind kind,
+Task<std::unique_ptr<Chain>> Chain::Create(OdrpMetadata* mn, const CnTable* cn, ChainKind kind,
                                            uint32_t slots) {
   std::unique_ptr<Chain> c(new Chain());
   c->mn_ = mn;

@@ -1,5 +1,5 @@
 // ODRP's MN-side WR chains ([ODRP] §2.4, §4.2-4.4, Figure 6) on the MN's
-// RNIC, and the CN side that invokes them. After OdrpMn::Create / AddCn and
+// RNIC, and the CN side that invokes them. After OdrpMetadata::Create / AddCn and
 // Chain::Arm (MN CPU, setup only), a request runs entirely on the RNIC: no MN
 // CPU on the data path, and the chain instances are re-armed by the CN's own
 // request arguments (client-assisted recycling, [ODRP] §4.4), so a chain
@@ -318,10 +318,10 @@ struct CnTable {
 // (every page enqueued, head at element 0), translation tables. After that
 // only WR chains change it; the Load* accessors are MN CPU reads for tests and
 // for a future control path (recovery).
-class OdrpMn {
+class OdrpMetadata {
  public:
-  static Task<std::unique_ptr<OdrpMn>> Create(fabric::Cluster* cluster, fabric::Node* mn,
-                                              MnConfig cfg);
+  static Task<std::unique_ptr<OdrpMetadata>> Create(fabric::Cluster* cluster, fabric::Node* mn,
+                                                    MnConfig cfg);
   // Allocates and registers a zeroed TT for a new CN (its own MR).
   Task<const CnTable*> AddCn(uint64_t swap_pages);
 
@@ -348,7 +348,7 @@ class OdrpMn {
   uint64_t LoadTtEntry(uint32_t cn, uint64_t swap_addr) const;  // page address, 0 = unmapped
 
  private:
-  OdrpMn() = default;
+  OdrpMetadata() = default;
 
   fabric::Cluster* cluster_ = nullptr;
   fabric::Node* mn_ = nullptr;
@@ -406,7 +406,7 @@ class Chain {
   // Creates R, L, C (L and C connected to themselves) and (registered here)
   // the scratch words (all but Load) and staging pages (stores). Connect
   // cn_qp() to the CN's ChainClient::qp(), then Arm.
-  static Task<std::unique_ptr<Chain>> Create(OdrpMn* mn, const CnTable* cn, ChainKind kind,
+  static Task<std::unique_ptr<Chain>> Create(OdrpMetadata* mn, const CnTable* cn, ChainKind kind,
                                              uint32_t slots);
   // Pre-posts every instance and every RECV, and starts C's first instance
   // (the MN CPU posts them: verbs.post_send each). The only MN CPU work.
@@ -459,7 +459,7 @@ class Chain {
   uint64_t chk_addr(uint32_t s) const { return scratch_ + 8ull * (2 * geo_.slots + s); }
   uint64_t snap_addr(uint32_t s) const { return scratch_ + 8ull * (3 * geo_.slots + s); }
 
-  OdrpMn* mn_ = nullptr;
+  OdrpMetadata* mn_ = nullptr;
   const CnTable* cn_ = nullptr;
   ChainGeometry geo_;
   fabric::Cq* rcq_ = nullptr;

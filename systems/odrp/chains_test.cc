@@ -43,7 +43,7 @@ class OdrpChainTest : public SimFixture {
   void Build(uint64_t pages, int cns = 1, uint64_t swap_pages = 64) {
     mn_ = AddNode("mn");
     cluster_->RunToCompletion([](OdrpChainTest* t, uint64_t pages) -> Task<void> {
-      t->odrp_ = co_await OdrpMn::Create(t->cluster_.get(), t->mn_, {.pages = pages});
+      t->odrp_ = co_await OdrpMetadata::Create(t->cluster_.get(), t->mn_, {.pages = pages});
     }(this, pages));
     for (int i = 0; i < cns; ++i) AddCn("cn" + std::to_string(i), swap_pages);
     cpu_after_setup_ = mn_->cpu().busy_ps();
@@ -56,7 +56,7 @@ class OdrpChainTest : public SimFixture {
     cn->buf = cn->node->memory().Alloc(3 * 4096, 4096);
     cn->mr = RegMr(cn->node, cn->pd, cn->buf, 3 * 4096);
     Cn* c = cn.get();
-    cluster_->RunToCompletion([](OdrpMn* mn, Cn* c, uint64_t swap_pages) -> Task<void> {
+    cluster_->RunToCompletion([](OdrpMetadata* mn, Cn* c, uint64_t swap_pages) -> Task<void> {
       c->table = co_await mn->AddCn(swap_pages);
       c->load_chain = co_await Chain::Create(mn, c->table, ChainKind::kLoad, kSlots);
       c->store_chain = co_await Chain::Create(mn, c->table, ChainKind::kUnmappedStore, kSlots);
@@ -183,7 +183,7 @@ class OdrpChainTest : public SimFixture {
     graveyard_.push_back(std::move(*chain));
     old_clients_.push_back(std::move(*client));  // c->swap still names it: use Raw*
     cluster_->RunToCompletion(
-        [](OdrpMn* mn, Cn* c, ChainKind kind, std::unique_ptr<Chain>* out) -> Task<void> {
+        [](OdrpMetadata* mn, Cn* c, ChainKind kind, std::unique_ptr<Chain>* out) -> Task<void> {
           *out = co_await Chain::Create(mn, c->table, kind, kSlots);
         }(odrp_.get(), c, kind, chain));
     *client = std::make_unique<ChainClient>(c->node, c->pd, &cluster_->runtime(),
@@ -217,7 +217,7 @@ class OdrpChainTest : public SimFixture {
   Cn* cn(int i) { return cns_.at(i).get(); }
 
   Node* mn_ = nullptr;
-  std::unique_ptr<OdrpMn> odrp_;
+  std::unique_ptr<OdrpMetadata> odrp_;
   std::vector<std::unique_ptr<Cn>> cns_;
   std::vector<std::unique_ptr<Chain>> graveyard_;  // replaced chains (their QPs stay in ERR)
   std::vector<std::unique_ptr<ChainClient>> old_clients_;

@@ -62,7 +62,7 @@ Task<void> OdrpMnSide::Start() {
     throw ConfigError("odrp: the " + FormatSize(deployment_.pool_bytes) +
                       " MN pool holds no 4 KB page; use a larger pool");
   }
-  odrp_ = co_await OdrpMn::Create(deployment_.cluster, node_, {.pages = pages});
+  odrp_ = co_await OdrpMetadata::Create(deployment_.cluster, node_, {.pages = pages});
   repair_ = co_await RingRepair::Create({deployment_.cluster, node_, odrp_->meta_mr(),
                                          odrp_->ring_addr(), odrp_->layout().ring_bytes,
                                          odrp_->head_addr(), odrp_->tail_addr()});

@@ -141,7 +141,7 @@ class OdrpMnSide : public MnSide {
   Task<bool> ChainRunning(uint32_t cn_index, const Chain* chain);
 
   // MN CPU reads for tests.
-  const OdrpMn& odrp() const { return *odrp_; }
+  const OdrpMetadata& odrp() const { return *odrp_; }
   const OdrpMnCounters& counters() const { return counters_; }
   // The page behind `chunk` of CN `cn_index` (0: unmapped or not that CN's).
   uint64_t PageBehind(uint32_t cn_index, const Chunk& chunk) const;
@@ -159,7 +159,7 @@ class OdrpMnSide : public MnSide {
 
   Deployment deployment_;
   fabric::Node* node_;
-  std::unique_ptr<OdrpMn> odrp_;
+  std::unique_ptr<OdrpMetadata> odrp_;
   std::unique_ptr<RingRepair> repair_;
   std::map<uint32_t, CnState> cns_;  // by CN index (ordered: deterministic)
   CoMutex control_;

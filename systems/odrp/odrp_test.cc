@@ -13,7 +13,7 @@
 
 #include "tests/suite_util.h"
 
-namespace dmb::testing {
+namespace dmb::suite {
 namespace {
 
 using harness::Testbed;
@@ -356,4 +356,4 @@ TEST(Odrp, ARemoteMnIsRefusedWithAClearError) {
 }
 
 }  // namespace
-}  // namespace dmb::testing
+}  // namespace dmb::suite

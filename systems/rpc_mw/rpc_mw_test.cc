@@ -2,7 +2,7 @@
 #include "microbench/alloc_bench.h"
 #include "tests/suite_util.h"
 
-namespace dmb::testing {
+namespace dmb::suite {
 namespace {
 
 using harness::Testbed;
@@ -216,4 +216,4 @@ TEST(RpcMwCaps, MultiLaneType2GroupWithoutQpnInBindIsUnsupportedOneLaneWorks) {
 }
 
 }  // namespace
-}  // namespace dmb::testing
+}  // namespace dmb::suite
