@@ -193,6 +193,20 @@ T ParseInt(const std::string& flag, const std::string& v, T min, T max) {
   return out;
 }
 
+// `v` if it is one of `choices`, else ConfigError "FLAG: expected a, b or c,
+// got "v"".
+std::string Choice(const std::string& flag, const std::string& v,
+                   const std::vector<std::string>& choices) {
+  for (const auto& c : choices) {
+    if (v == c) return v;
+  }
+  std::string list;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  }
+  throw ConfigError(flag + ": expected " + list + ", got \"" + v + "\"");
+}
+
 uint64_t ParseSizeOr(const std::string& flag, const std::string& v) {
   const auto s = systems::ParseSize(v);
   if (!s) {
@@ -251,10 +265,7 @@ void Assign(Args* a, const std::string& flag, const std::string& v) {
   } else if (flag == "--pool") {
     a->pool = v;
   } else if (flag == "--op") {
-    if (v != "read" && v != "write") {
-      throw ConfigError("--op: expected read or write, got \"" + v + "\"");
-    }
-    a->op = v;
+    a->op = Choice(flag, v, {"read", "write"});
   } else if (flag == "--size") {
     a->size = v;
   } else if (flag == "--ops") {
@@ -275,17 +286,11 @@ void Assign(Args* a, const std::string& flag, const std::string& v) {
   } else if (flag == "--profile") {
     a->profile = v;
   } else if (flag == "--workload") {
-    if (v != "fillsync" && v != "ycsbd" && v != "insert") {
-      throw ConfigError("--workload: expected fillsync, ycsbd or insert, got \"" + v + "\"");
-    }
-    a->workload = v;
+    a->workload = Choice(flag, v, {"fillsync", "ycsbd", "insert"});
   } else if (flag == "--value") {
     a->value = v;
   } else if (flag == "--kv-size") {
-    if (v != "block" && v != "value") {
-      throw ConfigError("--kv-size: expected block or value, got \"" + v + "\"");
-    }
-    a->kv_size = v;
+    a->kv_size = Choice(flag, v, {"block", "value"});
   } else if (flag == "--keys") {
     a->keys = ParseInt<uint64_t>(flag, v, 1, 100'000'000);
   } else if (flag == "--key-bytes") {

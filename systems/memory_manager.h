@@ -131,7 +131,6 @@ struct MnStats {
   uint64_t chunks_in_use = 0;
   uint64_t rpcs_served = 0;
   uint64_t rpcs_rejected = 0;  // malformed or not allowed (wrong owner, bad qpn)
-  uint64_t cq_wakeups = 0;     // MN threads woken from sleep by a completion (mn.cq_wakeup)
 };
 
 struct ReclaimReport {

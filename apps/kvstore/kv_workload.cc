@@ -104,6 +104,32 @@ struct Footprint {
   }
 };
 
+// Phase 2: deletes a random delete_fraction of the keys this client
+// inserted (partial Fisher-Yates on `inserted`).
+Task<void> DeletePhase(Shared* sh, KvClient* kv, std::vector<std::string>* inserted,
+                       Footprint* fp) {
+  const KvWorkloadSpec& spec = *sh->spec;
+  KvWorkloadResult& r = *sh->r;
+  fabric::Runtime& rt = sh->tb->runtime();
+  std::vector<std::string>& keys = *inserted;
+  const size_t n = keys.size();
+  const size_t del = static_cast<size_t>(static_cast<double>(n) * spec.delete_fraction);
+  std::mt19937_64 del_rng = Stream(spec.seed, kv->partition(), 3);
+  for (size_t i = 0; i < del; ++i) std::swap(keys[i], keys[i + Below(del_rng, n - i)]);
+  for (size_t i = 0; i < del; ++i) {
+    const Ps t0 = rt.now();
+    auto d = co_await kv->Delete(keys[i]);
+    r.delete_lat.Record(rt.now() - t0);
+    if (!d.ok()) {
+      Fail(sh, d.status, "delete");
+    } else if (!d.value) {
+      Fail(sh, Status(systems::Code::kInvalidArgument, "key " + keys[i] + " not found"), "delete");
+    }
+    ++r.deletes;
+    fp->Update();
+  }
+}
+
 Task<void> Client(Shared* sh, KvClient* kv, uint64_t share) {
   const KvWorkloadSpec& spec = *sh->spec;
   KvWorkloadResult& r = *sh->r;
@@ -156,24 +182,7 @@ Task<void> Client(Shared* sh, KvClient* kv, uint64_t share) {
   }
   co_await Barrier(sh);
   if (sh->two_phases) {
-    // A random delete_fraction of this client's keys (partial Fisher-Yates).
-    const size_t n = inserted.size();
-    const size_t del = static_cast<size_t>(static_cast<double>(n) * spec.delete_fraction);
-    std::mt19937_64 del_rng = Stream(spec.seed, p, 3);
-    for (size_t i = 0; i < del; ++i) std::swap(inserted[i], inserted[i + Below(del_rng, n - i)]);
-    for (size_t i = 0; i < del; ++i) {
-      const Ps t0 = rt.now();
-      auto d = co_await kv->Delete(inserted[i]);
-      r.delete_lat.Record(rt.now() - t0);
-      if (!d.ok()) {
-        Fail(sh, d.status, "delete");
-      } else if (!d.value) {
-        Fail(sh, Status(systems::Code::kInvalidArgument, "key " + inserted[i] + " not found"),
-             "delete");
-      }
-      ++r.deletes;
-      fp.Update();
-    }
+    co_await DeletePhase(sh, kv, &inserted, &fp);
     co_await Barrier(sh);
   }
 }

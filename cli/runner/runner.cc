@@ -90,11 +90,12 @@ std::vector<std::string> MicroCommand(const RunOptions& opt, const Point& p,
 
 std::string Hex(uint64_t v) { return fmt::format("{:016x}", v); }
 
-std::string JsonStr(const std::string& s) { return dmb::cli::JsonString(s); }
+using dmb::cli::JsonString;
 
 std::string JsonMap(const std::map<std::string, std::string>& m) {
   std::string o = "{";
-  for (const auto& [k, v] : m) o += (o.size() > 1 ? ", " : "") + JsonStr(k) + ": " + JsonStr(v);
+  for (const auto& [k, v] : m)
+    o += (o.size() > 1 ? ", " : "") + JsonString(k) + ": " + JsonString(v);
   return o + "}";
 }
 
@@ -146,7 +147,7 @@ std::string PointJson(const Point& p, const std::map<std::string, double>& metri
                       const std::vector<std::string>& cmd) {
   std::string ms = "{";
   for (const auto& [k, v] : metrics) {
-    ms += (ms.size() > 1 ? ", " : "") + JsonStr(k) + ": " + fmt::format("{:.9g}", v);
+    ms += (ms.size() > 1 ? ", " : "") + JsonString(k) + ": " + fmt::format("{:.9g}", v);
   }
   ms += "}";
   std::string c;
@@ -155,8 +156,8 @@ std::string PointJson(const Point& p, const std::map<std::string, double>& metri
       "{{\n  \"id\": {},\n  \"point_hash\": \"{}\",\n  \"op\": {},\n  \"system\": {},\n"
       "  \"variant\": {},\n  \"seed\": {},\n  \"knobs\": {},\n  \"params\": {},\n"
       "  \"metrics\": {},\n  \"wall_s\": {:.3f},\n  \"cmd\": {}\n}}\n",
-      JsonStr(p.id), Hex(p.hash), JsonStr(p.op), JsonStr(p.system), JsonStr(p.variant), p.seed,
-      JsonMap(p.knobs), JsonMap(Params(p)), ms, wall_s, JsonStr(c));
+      JsonString(p.id), Hex(p.hash), JsonString(p.op), JsonString(p.system), JsonString(p.variant),
+      p.seed, JsonMap(p.knobs), JsonMap(Params(p)), ms, wall_s, JsonString(c));
 }
 
 // True when `path` holds this very point's result.
@@ -313,16 +314,16 @@ std::string MetaJson(const Spec& spec, double wall_s) {
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   std::string findings;
   for (const std::string& f : spec.findings) {
-    findings += (findings.empty() ? "" : ",\n    ") + JsonStr(f);
+    findings += (findings.empty() ? "" : ",\n    ") + JsonString(f);
   }
   return fmt::format(
       "{{\n  \"name\": {},\n  \"title\": {},\n  \"source\": {},\n  \"git_sha\": {},\n"
       "  \"dirty\": {},\n  \"backend\": \"sim\",\n  \"profile\": \"cx5\",\n  \"seeds\": [{}],\n"
       "  \"calibration_hash\": \"{}\",\n  \"spec_hash\": \"{}\",\n  \"host\": {},\n"
       "  \"wall_s\": {:.1f},\n  \"generated_at\": \"{}\",\n  \"findings\": [{}]\n}}\n",
-      JsonStr(spec.name), JsonStr(spec.title), JsonStr(spec.source),
-      JsonStr(sha.empty() ? "unknown" : sha), dirty ? "true" : "false", seeds,
-      Hex(sim::Profile::ByName("cx5").Hash()), Hex(spec.hash), JsonStr(host), wall_s, when,
+      JsonString(spec.name), JsonString(spec.title), JsonString(spec.source),
+      JsonString(sha.empty() ? "unknown" : sha), dirty ? "true" : "false", seeds,
+      Hex(sim::Profile::ByName("cx5").Hash()), Hex(spec.hash), JsonString(host), wall_s, when,
       findings.empty() ? "" : "\n    " + findings + "\n  ");
 }
 
@@ -381,20 +382,20 @@ std::vector<const Point*> SelectPoints(const std::vector<Point>& all, const RunO
 }
 
 // One finished child: its point's JSON from the micro program's output, or
-// why it failed (the log's last line, or the output's fault).
-void FinishPoint(const fs::path& dir, const Point& p, const std::vector<std::string>& cmd,
-                 int status, double secs, RunSummary* sum, bool* ok) {
+// why it failed (the log's last line, or the output's fault). True if it ran.
+bool FinishPoint(const fs::path& dir, const Point& p, const std::vector<std::string>& cmd,
+                 int status, double secs, RunSummary* sum) {
   const fs::path gb = dir / "points" / (p.id + ".gb.json");
   const fs::path log = dir / "logs" / (p.id + ".log");
-  *ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   std::string why;
-  if (*ok) {
+  if (ok) {
     try {
       WriteAtomically(dir / "points" / (p.id + ".json"),
                       PointJson(p, ParseMicroJson(gb), secs, cmd));
       ++sum->ran;
     } catch (const std::exception& e) {
-      *ok = false;
+      ok = false;
       why = e.what();
     }
   } else {
@@ -402,7 +403,8 @@ void FinishPoint(const fs::path& dir, const Point& p, const std::vector<std::str
   }
   std::error_code ec;
   fs::remove(gb, ec);
-  if (!*ok) sum->failed.push_back(p.id + " (" + log.string() + "): " + why);
+  if (!ok) sum->failed.push_back(p.id + " (" + log.string() + "): " + why);
+  return ok;
 }
 
 // Runs `todo`, up to opt.jobs micro processes at once, with a progress line
@@ -431,8 +433,7 @@ void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<con
     const Child c = it->second;
     running.erase(it);
     const double secs = std::chrono::duration<double>(Clock::now() - c.start).count();
-    bool ok = false;
-    FinishPoint(dir, *c.p, c.cmd, status, secs, sum, &ok);
+    const bool ok = FinishPoint(dir, *c.p, c.cmd, status, secs, sum);
     ++done;
     const double el = std::chrono::duration<double>(Clock::now() - t0).count();
     const double eta = el / done * (todo.size() - done);

@@ -10,60 +10,12 @@
 
 namespace dmb::sim {
 
-Profile Profile::Cx5() {
-  Profile p;
-  p.name = "cx5";
-  p.pcie_oneway_ns = 200;
-  p.pcie_bytes_per_ns = 12.8;
-  p.link_gbps = 100;
-  // Solved so that one 4 KB READ at 1 worker takes 2.9 us end to end:
-  //   D + (2D + 64/B) + P + ser(64) + W + P + (2D + 4096/B) + ser(4160) + W
-  //     + (D + 4160/B) + N = 2.9 us   =>   W = 216.7 ns.
-  p.wire_latency_ns = 216.7;
-  p.wire_header_bytes = 64;
-  p.mtu_bytes = 4096;
-  p.nic_pus = 8;
-  // 8 PUs / 114.3 ns = 70 Mops per NIC.
-  p.nic_wr_proc_ns = 114.3;
-  // 10x below the READ message rate: 1 / 142.9 ns = 7 Mops.
-  p.nic_atomic_ns = 142.9;
-  // Solved so that a bind posted by the CPU completes in 1.1 us:
-  //   D + (2D + 64/B) + P + U + (D + 64/B) + N = 1.1 us  =>  U = 125.7 ns.
-  p.nic_umr_ns = 125.7;
-  // 96 QPs x 3.806 ns = 365 ns = 12.6% of a 2.9 us READ.
-  p.offload_penalty_ns_per_qp = 3.806;
-  // Which QPs carry it (issue 14 #2). [OSMW] §3.2 measures "96 MN-side QPs
-  // containing offloaded logic" and a READ's latency (+12.6%), and counts
-  // them per CN connection: the MN "offloads WR chains to the QP's work
-  // queue" when an Alloc or Free QP connects (§5), the CN's request makes
-  // the RNIC "fetch and execute the pre-offloaded WR chain from the work
-  // queue (WQ)" (§3.1, Figure 5 draws one WQ), type-2 MWs would require
-  // "each QP connection to include its own offloaded MW binding logic"
-  // (§4.2), and Sep leaves "a very small number of QPs dedicated to memory
-  // management" (§1), the Alloc and Free QPs. Our chains spread one
-  // connection's logic over MN-local worker and control QPs (looped back,
-  // 2 per lane: the WAIT/ENABLE gating our RNIC model needs) that have no
-  // counterpart in that text; charging each of them would multiply the
-  // penalty per connection by a factor of our implementation, not of the
-  // design. So one penalty unit per QP connected to another node
-  // (offload_counts_loopback 0: the CN-facing chain QPs, OneSidedMW's Alloc
-  // and Free QPs, ODRP's R); the reading +all_cross_channel counts the
-  // loopback ones too (1: what this profile did before issue 14 #2). The
-  // calibration is the same under both: its 96 QPs face another node.
-  //   offload_occupies_pu 1 (default: the NIC spends the time, as NVIDIA's
-  //     "RNIC offloading consumes hardware resources" suggests; [OSMW] §6.3
-  //     and [ODRP] both speak of contended RNIC resources) | 0
-  //     (+latency_only: only the measured latency, all any source measures).
-  // The `offload-model` spec shows Figures 7 and 10's OneSidedMW points under
-  // each reading.
-  p.offload_counts_loopback = 0;
-  p.offload_occupies_pu = 1;
-  p.cqe_notify_ns = 50;
-  // IB ack timeout 4.096 us * 2^14 = 67.1 ms, retry_cnt 7: 8 tries.
-  p.retry_timeout_us = 8 * 67108.9;
-  // IB min_rnr_timer 12 = 0.64 ms.
-  p.rnr_delay_us = 640;
-  p.cpu_costs = {
+namespace {
+
+// The CPU work the MN and CN cores declare (verbs calls, RPC handling,
+// approach bookkeeping), each with its source.
+std::vector<CpuCostDef> Cx5CpuCosts() {
+  return {
       // Registration cost = base + pages * per-page (pinning, translation),
       // each page size fitted on one source's own two numbers (issue 14 #6):
       // 4 KB pages: 80 us for 4 KB and 600 us for 1 MB [ODRP §2.2]
@@ -127,6 +79,64 @@ Profile Profile::Cx5() {
        "[FM] §4.3: scanning 25 M chunk entries (100 GB) takes 15 ms"},
       {"finemem.recover_per_entry", 1.0, "[FM] §4.2: recovery handles ~1 M entries per second"},
   };
+}
+
+}  // namespace
+
+Profile Profile::Cx5() {
+  Profile p;
+  p.name = "cx5";
+  p.pcie_oneway_ns = 200;
+  p.pcie_bytes_per_ns = 12.8;
+  p.link_gbps = 100;
+  // Solved so that one 4 KB READ at 1 worker takes 2.9 us end to end:
+  //   D + (2D + 64/B) + P + ser(64) + W + P + (2D + 4096/B) + ser(4160) + W
+  //     + (D + 4160/B) + N = 2.9 us   =>   W = 216.7 ns.
+  p.wire_latency_ns = 216.7;
+  p.wire_header_bytes = 64;
+  p.mtu_bytes = 4096;
+  p.nic_pus = 8;
+  // 8 PUs / 114.3 ns = 70 Mops per NIC.
+  p.nic_wr_proc_ns = 114.3;
+  // 10x below the READ message rate: 1 / 142.9 ns = 7 Mops.
+  p.nic_atomic_ns = 142.9;
+  // Solved so that a bind posted by the CPU completes in 1.1 us:
+  //   D + (2D + 64/B) + P + U + (D + 64/B) + N = 1.1 us  =>  U = 125.7 ns.
+  p.nic_umr_ns = 125.7;
+  // 96 QPs x 3.806 ns = 365 ns = 12.6% of a 2.9 us READ.
+  p.offload_penalty_ns_per_qp = 3.806;
+  // Which QPs carry it (issue 14 #2). [OSMW] §3.2 measures "96 MN-side QPs
+  // containing offloaded logic" and a READ's latency (+12.6%), and counts
+  // them per CN connection: the MN "offloads WR chains to the QP's work
+  // queue" when an Alloc or Free QP connects (§5), the CN's request makes
+  // the RNIC "fetch and execute the pre-offloaded WR chain from the work
+  // queue (WQ)" (§3.1, Figure 5 draws one WQ), type-2 MWs would require
+  // "each QP connection to include its own offloaded MW binding logic"
+  // (§4.2), and Sep leaves "a very small number of QPs dedicated to memory
+  // management" (§1), the Alloc and Free QPs. Our chains spread one
+  // connection's logic over MN-local worker and control QPs (looped back,
+  // 2 per lane: the WAIT/ENABLE gating our RNIC model needs) that have no
+  // counterpart in that text; charging each of them would multiply the
+  // penalty per connection by a factor of our implementation, not of the
+  // design. So one penalty unit per QP connected to another node
+  // (offload_counts_loopback 0: the CN-facing chain QPs, OneSidedMW's Alloc
+  // and Free QPs, ODRP's R); the reading +all_cross_channel counts the
+  // loopback ones too (1: what this profile did before issue 14 #2). The
+  // calibration is the same under both: its 96 QPs face another node.
+  //   offload_occupies_pu 1 (default: the NIC spends the time, as NVIDIA's
+  //     "RNIC offloading consumes hardware resources" suggests; [OSMW] §6.3
+  //     and [ODRP] both speak of contended RNIC resources) | 0
+  //     (+latency_only: only the measured latency, all any source measures).
+  // The `offload-model` spec shows Figures 7 and 10's OneSidedMW points under
+  // each reading.
+  p.offload_counts_loopback = 0;
+  p.offload_occupies_pu = 1;
+  p.cqe_notify_ns = 50;
+  // IB ack timeout 4.096 us * 2^14 = 67.1 ms, retry_cnt 7: 8 tries.
+  p.retry_timeout_us = 8 * 67108.9;
+  // IB min_rnr_timer 12 = 0.64 ms.
+  p.rnr_delay_us = 640;
+  p.cpu_costs = Cx5CpuCosts();
   return p;
 }
 

@@ -109,7 +109,6 @@ Task<fabric::WorkCompletion> MnBase::NextOrWake(fabric::Cq* cq) {
   fabric::WorkCompletion wc;
   if (cq->Poll({&wc, 1}) == 1) co_return wc;
   wc = co_await cq->Next();
-  ++wakeups_;
   co_await node_->cpu().Work(cost_wakeup_);
   co_return wc;
 }
@@ -200,7 +199,6 @@ MnStats MnBase::stats() const {
   s.chunks_in_use = chunks_in_use();
   s.rpcs_served = rpcs_served_;
   s.rpcs_rejected = rpcs_rejected_;
-  s.cq_wakeups = wakeups_;
   return s;
 }
 

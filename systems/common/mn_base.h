@@ -122,7 +122,6 @@ class MnBase : public MnSide {
   fabric::CpuCost cost_post_send_;
   fabric::CpuCost cost_bookkeeping_;
   fabric::CpuCost cost_wakeup_;
-  uint64_t wakeups_ = 0;
 };
 
 }  // namespace dmb::systems
