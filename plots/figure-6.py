@@ -344,6 +344,8 @@ def main(argv):
     fig.set_constrained_layout_pads(w_pad=0.02, h_pad=0.02, wspace=0.03, hspace=0.02)
     rows = fig.subfigures(nv + 2, 1, height_ratios=[0.55] + [3.05] * nv + [0.25])
     info = dict(keys=set(), static=set(), pos={}, paper_abs=False, paper_rel=False, seeds=1)
+    # The size the spec names: the whole KV block (kv_size block) or the value.
+    unit = "KV blocks" if (df["kv_size"] == "block").any() else "values"
     for vi, v in enumerate(values):
         blocks = rows[vi + 1].subfigures(1, nw, wspace=0.04)
         blocks = [blocks] if nw == 1 else list(blocks)
@@ -351,7 +353,7 @@ def main(argv):
             sub = blocks[wi]
             wl = WORKLOAD_LABEL.get(w, w or "workload ?")
             where = f"workload={w or '?'}, value_bytes={v or '?'}"
-            sub.suptitle(f"{wl}, {size_label(v) if v else '?'} values", fontsize=8.5,
+            sub.suptitle(f"{wl}, {size_label(v) if v else '?'} {unit}", fontsize=8.5,
                          fontweight="bold")
             axes = sub.subplots(2, 2)
             block = df[(df["value_bytes"] == v) & (df["workload"] == w)]

@@ -157,7 +157,11 @@ def main(argv):
                 pos[idx] = x
         pts = [(pos[m["idx"]], m["value"] * scale, m["relative"]) for m in marks
                if m["metric"] == metric and m["idx"] in pos]
-        values += [y for _, y, _ in pts]
+        # A paper mark far above every curve (a ratio times a small baseline)
+        # would squash them: on a linear axis it is drawn at the top edge
+        # with its value written beside it.
+        ceiling = 2 * max(values) if values and not log else math.inf
+        values += [y for _, y, _ in pts if y <= ceiling]
         if not values:
             C.warn(f"{NAME}: no {metric} values; panel '{title}' is empty")
             S.no_data(ax, f"no {metric} data")
@@ -169,7 +173,15 @@ def main(argv):
                         10 ** math.ceil(math.log10(max(positive) * 1.1)))
         else:
             ax.set_ylim(0, (max(values) if max(values) > 0 else 1.0) * 1.12)
+        if any(y > ceiling for _, y, _ in pts):
+            ax.set_ylim(0, ax.get_ylim()[1] * 1.15)  # a free band for the clipped marks
+        top = ax.get_ylim()[1]
         for x, y, rel in pts:
+            if y > ceiling:
+                ax.annotate(f"\u2191 {y:.3g}", (x, top * 0.96), textcoords="offset points",
+                            xytext=(-6, 0), ha="right", va="center", fontsize=6.5,
+                            bbox=dict(fc="white", ec="none", pad=0.4))
+                y = top * 0.96
             if S.draw_paper(ax, x, y, relative=rel) is not None:
                 paper_rel |= rel
                 paper_abs |= not rel

@@ -88,7 +88,8 @@ def main(argv):
             continue
         ax.set_ylabel(ylabel)
         ax.set_title(f"{title}, {top:g} thread" + ("" if top == 1 else "s"), fontsize=8)
-    handles = [Patch(color=c, label=p) for p, c in zip(PROFILES, PROFILE_COLORS)]
+    handles = [Patch(color=c, label=p + (" (default)" if p == "cx5" else ""))
+               for p, c in zip(PROFILES, PROFILE_COLORS)]
     handles += S.paper_handles(any(not m["relative"] for m in marks),
                                any(m["relative"] for m in marks))
     fig.tight_layout(rect=(0, 0, 1, 0.86))
