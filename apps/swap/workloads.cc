@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "apps/swap/bc.h"
 #include "apps/swap/graph.h"
 #include "apps/swap/kmeans.h"
+#include "apps/swap/memcached.h"
 #include "apps/swap/pagerank.h"
 
 namespace dmb::apps::swap {
@@ -19,9 +21,9 @@ struct Entry {
 };
 
 constexpr Entry kEntries[] = {
-    {"kmeans", 2 * kGB, "elkan-v1"},
-    {"kmeans-32g", 32 * kGB, "elkan-v1"},
-    {"pagerank", 14 * kGB, "prgs-v1"},
+    {"kmeans", 2 * kGB, "elkan-v1"},   {"kmeans-32g", 32 * kGB, "elkan-v1"},
+    {"pagerank", 14 * kGB, "prgs-v1"}, {"memcached", 32 * kGB, "etc-v1"},
+    {"bc", 14 * kGB, "bc-v1"},
 };
 
 const Entry& Find(const std::string& name) {
@@ -51,6 +53,29 @@ Trace RecordPageRank(uint64_t bytes, uint64_t seed) {
   return rec.Finish();
 }
 
+// Below 64 MB the slab pages (-I) shrink to 1/64 of the memory, at least
+// 64 KB, so the classes' one-page minimum stays small against it.
+Trace RecordMemcached(uint64_t bytes, uint64_t seed) {
+  uint64_t page = kMemcachedSlabBytes;
+  while (page > 64 * 1024 && page * 64 > bytes) page /= 2;
+  return RunMemcached({.memory_bytes = bytes, .slab_page_bytes = page, .seed = seed}).trace;
+}
+
+Trace RecordBc(uint64_t bytes, uint64_t seed) {
+  const uint32_t degree = 24;
+  // CSR + scores, path_counts, depths, deltas, queue and successor bits per node.
+  uint64_t per_node = TracedGraph::Bytes(1, degree) + 4 + 8 + 4 + 4 + 4 + degree / 8;
+  uint32_t nodes = static_cast<uint32_t>(std::max<uint64_t>(bytes / per_node, 64));
+  std::vector<Edge> edges = KroneckerEdges(nodes, degree, seed);
+  BcParams p{.sources = 4, .seed = seed};  // GAPBS's benchmark spec: bc -i4
+  TraceRecorder rec({.threads = p.threads});
+  {
+    TracedGraph g(rec, nodes, edges);
+    RunBc(g, rec, p);
+  }
+  return rec.Finish();
+}
+
 }  // namespace
 
 std::vector<std::string> WorkloadNames() {
@@ -76,6 +101,8 @@ Trace RecordWorkload(const std::string& name, double scale, uint64_t seed) {
   const Entry& e = Find(name);
   uint64_t bytes = ScaledBytes(e, scale);
   if (name == "pagerank") return RecordPageRank(bytes, seed);
+  if (name == "bc") return RecordBc(bytes, seed);
+  if (name == "memcached") return RecordMemcached(bytes, seed);
   return RunKmeans(KmeansParams::ForWorkingSet(bytes, seed)).trace;
 }
 

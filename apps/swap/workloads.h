@@ -4,6 +4,10 @@
 //   kmeans      Kmeans (Elkan, k=10), 2 GB working set (OneSidedMW Fig. 2/9)
 //   kmeans-32g  the same, 32 GB (Fig. 8)
 //   pagerank    GAPBS PageRank, 4 threads, 14 GB (Twitter-sized graph)
+//   memcached   Memcached under Facebook's ETC workload, one server thread,
+//               32 GB (OneSidedMW §6.2)
+//   bc          GAPBS betweenness centrality, 4 sources, 4 threads, 14 GB
+//               (the same Kronecker graph shape as pagerank)
 //
 // A workload's version string goes into its cache key; bump it whenever its
 // algorithm or sizing changes so stale traces are re-recorded.
