@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "apps/kvstore/kv_client.h"
+#include "harness/cpu_sampling.h"
 #include "systems/common/wait_list.h"
 #include "systems/knobs.h"
 
@@ -192,22 +193,6 @@ Task<void> Close(KvClient* kv) { (void)co_await kv->Close(); }
 
 std::string Size(uint64_t b) { return systems::FormatSize(b); }
 
-// Peak cores busy over the phases' steady parts (see the header): each phase
-// [barrier_at[p], barrier_at[p+1]) in `samples` intervals, its first and last
-// dropped.
-double SteadyPeakCores(const fabric::Cpu& cpu, const std::vector<Ps>& barrier_at, int samples) {
-  double peak = 0;
-  for (size_t p = 0; p + 1 < barrier_at.size(); ++p) {
-    const Ps len = barrier_at[p + 1] - barrier_at[p];
-    for (int k = 1; k + 1 < samples; ++k) {
-      const Ps from = barrier_at[p] + len * k / samples;
-      const Ps to = barrier_at[p] + len * (k + 1) / samples;
-      peak = std::max(peak, cpu.BusyFraction(from, to));
-    }
-  }
-  return peak * cpu.cores();
-}
-
 }  // namespace
 
 uint32_t ValueLength(const KvWorkloadSpec& spec) {
@@ -285,7 +270,7 @@ void Summarize(const Shared& sh, const fabric::Cpu& cpu, int cpu_samples, KvWork
   r->mn_cpu_mean = r->phase1_ps > 0 ? static_cast<double>(sh.busy_at[1] - sh.busy_at[0]) /
                                           static_cast<double>(r->phase1_ps)
                                     : 0;
-  r->mn_cpu_peak = SteadyPeakCores(cpu, sh.barrier_at, cpu_samples);
+  r->mn_cpu_peak = harness::SteadyPeakCores(cpu, sh.barrier_at, cpu_samples);
   r->peak_mn_bytes = sh.peak_chunks * r->granularity_bytes;
   r->final_mn_bytes = sh.held_chunks * r->granularity_bytes;
   r->dealloc_rate = sh.peak_chunks ? static_cast<double>(sh.peak_chunks - sh.held_chunks) /
