@@ -73,6 +73,21 @@ std::vector<CpuCostDef> Cx5CpuCosts() {
        "assumption: pop/push a free list and update an owner table (a few cache misses)"},
       {"patronus.lease_check", 0.01,
        "assumption: one lease word compared per active lease in the expiry poll"},
+      // The swap application (apps/swap, issue 16): a CN's kernel paging
+      // path and the applications' own work. No paper gives these
+      // primitives; Figures 2, 8 and 9 normalize execution time, so what
+      // matters is their ratio to the remote I/O the fabric charges.
+      {"swap.fault_major", 2.0,
+       "assumption: do_swap_page around the READ (trap, swap-cache insert, memcg charge, "
+       "frontswap call, PTE install) on a 2.2 GHz Xeon"},
+      {"swap.fault_minor", 0.5, "assumption: a swap-cache hit (lookup, memcg charge, PTE install)"},
+      {"swap.reclaim_page", 0.5,
+       "assumption: shrink_page_list per page (LRU isolate, rmap unmap, TLB flush amortized "
+       "over a 32-page batch, swap-cache insert)"},
+      {"swap.app_page_kmeans", 1.0, "assumption: see swap_app_costs in apps/swap/README.md"},
+      {"swap.app_page_pagerank", 1.0, "assumption: see swap_app_costs in apps/swap/README.md"},
+      {"swap.app_page_memcached", 1.0, "assumption: see swap_app_costs in apps/swap/README.md"},
+      {"swap.app_page_bc", 1.0, "assumption: see swap_app_costs in apps/swap/README.md"},
       // FineMem: applications reach the per-CN allocation service over IPC.
       {"finemem.ipc", 2.0, "[FM] §4.3 / Fig 11 breakdown: IPC adds 2-10 us (low end: idle worker)"},
       {"finemem.scan_per_chunk", 0.0006,

@@ -1,0 +1,286 @@
+#include "apps/swap/pager.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "apps/swap/trace.h"
+
+namespace dmb::apps::swap {
+namespace {
+
+constexpr uint64_t kStampMagic = 0x53574150'53544d50ull;  // "SWAPSTMP"
+
+struct Stamp {
+  uint64_t magic = kStampMagic;
+  uint32_t cn = 0;
+  uint32_t cgroup = 0;
+  uint64_t page = 0;
+  uint64_t version = 0;
+  bool operator==(const Stamp&) const = default;
+};
+static_assert(sizeof(Stamp) == 32);
+
+using systems::Code;
+using systems::Status;
+
+void RecordMismatch(PagerStats* stats, const SwapIo& io, const Stamp& got, const Stamp& want) {
+  if (stats->stamp_mismatches++ > 0) return;
+  stats->first_mismatch = "slot " + std::to_string(io.slot) + " should hold cn " +
+                          std::to_string(want.cn) + " cgroup " + std::to_string(want.cgroup) +
+                          " page " + std::to_string(want.page) + " v" +
+                          std::to_string(want.version) + ", holds cn " + std::to_string(got.cn) +
+                          " cgroup " + std::to_string(got.cgroup) + " page " +
+                          std::to_string(got.page) + " v" + std::to_string(got.version);
+}
+
+}  // namespace
+
+struct Pager::Group {
+  systems::AccessGroup* group = nullptr;
+  std::vector<std::unique_ptr<systems::CoMutex>> lane_mutex;
+  systems::Lane& LaneFor(IoRole role) {
+    return group->lane(static_cast<size_t>(role) % group->size());
+  }
+  systems::CoMutex& MutexFor(IoRole role) {
+    return *lane_mutex[static_cast<size_t>(role) % group->size()];
+  }
+  uint64_t BufferFor(IoRole role) const {
+    return group->buffer_addr() + static_cast<uint64_t>(role) % group->size() * kPageBytes;
+  }
+};
+
+Pager::Pager(systems::CnSide& cn, fabric::Runtime& rt, const PagerSpec& spec)
+    : cn_(cn),
+      rt_(rt),
+      spec_(spec),
+      table_(spec.area_slots, spec.segment_bytes / kPageBytes, spec.policy),
+      stamp_version_(spec.area_slots, 0),
+      write_active_(spec.area_slots, 0),
+      deferred_release_(spec.area_slots, 0),
+      pending_writes_(spec.area_slots, 0),
+      reading_(spec.area_slots, 0) {
+  segments_.reserve(table_.segments());
+  for (uint64_t i = 0; i < table_.segments(); ++i) segments_.push_back(std::make_unique<Segment>());
+}
+
+Pager::~Pager() = default;
+
+Task<Status> Pager::Open() {
+  const int lanes = std::min(3, cn_.caps().max_group_lanes);
+  for (uint32_t c = 0; c < spec_.cores; ++c) {
+    auto g = std::make_unique<Group>();
+    g->group = co_await cn_.OpenGroup(lanes, static_cast<uint64_t>(lanes) * kPageBytes);
+    for (int i = 0; i < lanes; ++i) g->lane_mutex.push_back(std::make_unique<systems::CoMutex>());
+    groups_.push_back(std::move(g));
+  }
+  co_return Status();
+}
+
+Task<Status> Pager::MapWhole() {
+  for (uint64_t seg = 0; seg < table_.segments(); ++seg) {
+    if (!co_await EnsureMapped(seg)) co_return Status(Code::kOutOfMemory, stats_.first_failure);
+  }
+  co_return Status();
+}
+
+Pager::Group& Pager::GroupFor(uint32_t core, uint64_t seg) {
+  if (cn_.caps().isolation == systems::Isolation::kChunkQp) return *groups_[seg % groups_.size()];
+  return *groups_[core % groups_.size()];
+}
+
+void Pager::Fail(const std::string& what) {
+  if (stats_.failures++ == 0) stats_.first_failure = what;
+}
+
+// Maps `seg` unless it is; false when the allocation failed.
+Task<bool> Pager::EnsureMapped(uint64_t seg) {
+  Segment& s = *segments_[seg];
+  for (;;) {
+    if (s.state == SegState::kReady) co_return true;
+    if (s.state == SegState::kNone) break;
+    co_await s.changed.Wait();
+  }
+  s.state = SegState::kAllocating;
+  Group& g = *groups_[seg % groups_.size()];
+  for (auto& m : g.lane_mutex) co_await m->Lock();
+  const Ps t0 = rt_.now();
+  systems::Result<systems::Chunk> r = co_await cn_.Alloc(*g.group);
+  for (auto& m : g.lane_mutex) m->Unlock();
+  const bool ok = r.ok();
+  if (ok) {
+    stats_.alloc_lat.Record(rt_.now() - t0);
+    ++stats_.allocs;
+    s.chunk = std::move(r.value);
+    s.state = SegState::kReady;
+    Account();
+    table_.MarkMapped(seg, true);
+    peak_mapped_segments_ = std::max(peak_mapped_segments_, table_.mapped_segments());
+  } else {
+    Fail("alloc of segment " + std::to_string(seg) + ": " + r.status.ToString());
+    s.state = SegState::kNone;
+  }
+  s.changed.NotifyAll();
+  co_return ok;
+}
+
+Task<void> Pager::FreeSegment(uint64_t seg) {
+  Segment& s = *segments_[seg];
+  while (s.state == SegState::kAllocating || s.inflight > 0) co_await s.changed.Wait();
+  if (s.state != SegState::kReady || table_.stored(seg) > 0 || !table_.mapped(seg)) {
+    co_return;  // reused, or freed by another release meanwhile
+  }
+  s.state = SegState::kFreeing;
+  Group& owner = *groups_[seg % groups_.size()];
+  for (auto& m : owner.lane_mutex) co_await m->Lock();
+  const Status st = co_await cn_.Free(*owner.group, s.chunk);
+  for (auto& m : owner.lane_mutex) m->Unlock();
+  if (st.ok()) ++stats_.frees;
+  if (!st.ok()) Fail("free of segment " + std::to_string(seg) + ": " + st.ToString());
+  Account();
+  table_.MarkMapped(seg, false);
+  s.state = SegState::kNone;
+  s.changed.NotifyAll();
+}
+
+// One 4 KB READ (write_version 0) or WRITE of io.slot through the lane
+// `role` picks; the stamp is written into, or checked in, the lane's buffer
+// under its mutex.
+Task<void> Pager::Io(uint32_t core, uint64_t seg, SwapIo io, IoRole role, uint64_t write_version) {
+  const bool write = write_version != 0;
+  Segment& s = *segments_[seg];
+  Group& g = GroupFor(core, seg);
+  systems::CoMutex& m = g.MutexFor(role);
+  co_await m.Lock();
+  systems::Lane& lane = g.LaneFor(role);
+  const uint64_t buf = g.BufferFor(role);
+  fabric::Memory& mem = cn_.node()->memory();
+  const Stamp want{kStampMagic, cn_.cn_index(), io.cgroup, io.page,
+                   write ? write_version : stamp_version_[io.slot]};
+  Status st;
+  if (lane.broken()) st = co_await cn_.RecoverLane(lane);
+  if (st.ok() && write) {
+    mem.Write(buf, &want, sizeof(want));
+    st = co_await cn_.Write(lane, s.chunk, table_.OffsetBytes(io.slot), kPageBytes, buf);
+  } else if (st.ok()) {
+    mem.Write(buf, "\0", 1);  // a READ that lands nothing cannot pass the check
+    st = co_await cn_.Read(lane, s.chunk, table_.OffsetBytes(io.slot), kPageBytes, buf);
+    Stamp got;
+    mem.Read(buf, &got, sizeof(got));
+    if (st.ok() && !(got == want)) RecordMismatch(&stats_, io, got, want);
+  }
+  m.Unlock();
+  if (!st.ok()) {
+    Fail(std::string(write ? "WRITE" : "READ") + " of slot " + std::to_string(io.slot) + ": " +
+         st.ToString());
+  }
+}
+
+uint64_t Pager::QueueWrite(const SwapIo& io) {
+  Account();
+  table_.Store(io.slot);
+  ++pending_writes_[io.slot];
+  return stamp_version_[io.slot] = ++version_;
+}
+
+Task<void> Pager::SwapOut(uint32_t core, SwapIo io, uint64_t version) {
+  const uint64_t seg = table_.SegmentOf(io.slot);
+  Segment& s = *segments_[seg];
+  while (write_active_[io.slot] != 0) co_await s.changed.Wait();
+  write_active_[io.slot] = 1;
+  if (co_await EnsureMapped(seg)) {
+    ++s.inflight;
+    co_await Io(core, seg, io, IoRole::kWrite, version);
+    --s.inflight;
+    ++stats_.writes;
+  }
+  write_active_[io.slot] = 0;
+  --pending_writes_[io.slot];
+  s.changed.NotifyAll();
+}
+
+Task<void> Pager::SwapIn(uint32_t core, SwapIo io, IoRole role) {
+  const uint64_t seg = table_.SegmentOf(io.slot);
+  Segment& s = *segments_[seg];
+  while (pending_writes_[io.slot] != 0) co_await s.changed.Wait();
+  if (!table_.holds(io.slot) || s.state != SegState::kReady) {
+    Fail("swap-in of slot " + std::to_string(io.slot) + " which holds no copy");
+  } else {
+    ++s.inflight;
+    co_await Io(core, seg, io, role, 0);
+    --s.inflight;
+    ++stats_.reads;
+  }
+  if (--reading_[io.slot] == 0 && deferred_release_[io.slot] != 0) {
+    deferred_release_[io.slot] = 0;
+    ReleaseOne(io.slot);
+  }
+  s.changed.NotifyAll();
+}
+
+Task<void> Pager::AwaitRead(uint64_t slot) {
+  Segment& s = *segments_[table_.SegmentOf(slot)];
+  while (reading_[slot] != 0) co_await s.changed.Wait();
+}
+
+void Pager::Release(const std::vector<uint64_t>& slots) {
+  for (uint64_t slot : slots) {
+    if (reading_[slot] > 0) {
+      deferred_release_[slot] = 1;
+    } else {
+      ReleaseOne(slot);
+    }
+  }
+}
+
+void Pager::ReleaseOne(uint64_t slot) {
+  Account();
+  if (table_.Release(slot)) Background(FreeSegment(table_.SegmentOf(slot)));
+}
+
+void Pager::Prefetch(uint32_t core, const SwapIo& io) {
+  Pin(io.slot);
+  Background(SwapIn(core, io, IoRole::kPrefetch));
+}
+
+void Pager::Background(Task<void> t) {
+  ++background_;
+  rt_.Spawn(Tracked(std::move(t)));
+}
+
+Task<void> Pager::Tracked(Task<void> t) {
+  co_await std::move(t);
+  --background_;
+  idle_.NotifyAll();
+}
+
+Task<void> Pager::Quiesce() {
+  while (background_ > 0) co_await idle_.Wait();
+}
+
+void Pager::Begin() {
+  running_ = true;
+  begin_ps_ = last_ps_ = rt_.now();
+}
+
+void Pager::End() {
+  Account();
+  running_ = false;
+}
+
+// Integrates stored/mapped up to now (call before either changes).
+void Pager::Account() {
+  if (!running_) return;
+  const Ps now = rt_.now();
+  const Ps dt = now - last_ps_;
+  last_ps_ = now;
+  const uint64_t mapped = table_.mapped_segments() * table_.segment_slots();
+  if (mapped == 0 || dt == 0) return;
+  mapped_ps_ += dt;
+  ratio_ps_ += static_cast<long double>(dt) * table_.stored_mapped_slots() / mapped;
+}
+
+double Pager::Utilization() const {
+  return mapped_ps_ > 0 ? static_cast<double>(ratio_ps_ / mapped_ps_) : 1.0;
+}
+
+}  // namespace dmb::apps::swap

@@ -1,0 +1,163 @@
+// Pager: one CN's swap traffic to remote memory through a MemoryManager, as
+// Fastswap's frontswap backend does it (OneSidedMW §5.1), in virtual time.
+//
+// Access groups. One group per CN core that pages (the tasks' cores and the
+// reclaim core), each with min(3, caps.max_group_lanes) lanes in Fastswap's
+// roles: lane 0 synchronous swap-in, lane 1 prefetch (readahead), lane 2
+// swap-out (WRITE); with fewer lanes the roles share (lane = role % lanes):
+// OneSidedMW's group of 3 MWs is MW 0 on the Free QP + {sync, prefetch}, so
+// its writes go with the prefetches; without Grouping (group_size 2) all
+// three share one QP, the interference §4.3 removes.
+// Which group serves a segment: an approach whose chunks are bound to the
+// QPs they were allocated for (caps.isolation == kChunkQp: type-2 MWs) owns
+// each segment by one group, segment index % groups, and every access to it
+// goes through that group ("the CN selects the appropriate QP group based on
+// the target chunk", §5.1); any other approach uses the acting core's own
+// group. A lane carries one operation at a time (MemoryManager contract): a
+// lane mutex queues the rest, so requests on one QP wait for each other as
+// they do in the QP's in-order processing.
+//
+// Segments (SegmentTable): mapped by Alloc on the owning group before the
+// first WRITE into them, freed by Free when their last copy is released
+// (policy lazy). Alloc and Free hold every lane of their group. A segment is
+// never freed while an I/O or its allocation is in flight, and a WRITE into a
+// segment being freed waits and maps it again.
+//
+// Real bytes. Every swap-out writes a 4 KB page whose first 32 bytes are a
+// stamp (magic, cn, cgroup, page, version: a per-CN write counter); the pager
+// remembers the stamp per slot and every swap-in checks the landed bytes
+// against it and against the (cgroup, page) the paging model expects. A
+// mismatch is counted and the first is described: an allocation or
+// protection bug shows up as corruption, never as a number.
+// Ordering: a READ of a slot waits for a WRITE into it still in flight (the
+// kernel finds such a page in the swap cache), and a WRITE into a slot waits
+// for an earlier one (a slot reused before its old WRITE landed).
+//
+// Accounting: stored and mapped bytes are integrated over virtual time from
+// Begin() to End() for the run's memory utilization.
+//
+// Contract: one Pager per CN, calls from the CN's coroutines only; Open
+// before anything else.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/swap/cgroup_memory.h"
+#include "apps/swap/segment_table.h"
+#include "fabric/histogram.h"
+#include "fabric/task.h"
+#include "systems/common/wait_list.h"
+#include "systems/memory_manager.h"
+
+namespace dmb::apps::swap {
+
+enum class IoRole : uint8_t { kSync = 0, kPrefetch = 1, kWrite = 2 };
+
+struct PagerSpec {
+  uint64_t area_slots = 0;
+  uint64_t segment_bytes = 0;  // a multiple of 4 KB: the approach's granularity
+  SegmentPolicy policy = SegmentPolicy::kLazy;
+  uint32_t cores = 1;  // groups: one per core id 0..cores-1
+};
+
+struct PagerStats {
+  uint64_t reads = 0, writes = 0, allocs = 0, frees = 0;
+  uint64_t failures = 0;  // I/O, Alloc or Free that did not succeed
+  std::string first_failure;
+  uint64_t stamp_mismatches = 0;
+  std::string first_mismatch;
+  Histogram alloc_lat;
+};
+
+class Pager {
+ public:
+  Pager(systems::CnSide& cn, fabric::Runtime& rt, const PagerSpec& spec);
+  ~Pager();
+  Pager(const Pager&) = delete;
+  Pager& operator=(const Pager&) = delete;
+
+  Task<systems::Status> Open();
+  // Policy kWhole: maps every segment (before the measured run).
+  Task<systems::Status> MapWhole();
+
+  // io.page's copy is to be written to io.slot (a new copy: the slot held
+  // nothing): from now on READs of the slot wait for it. Call as soon as the
+  // paging model hands the slot out, before anything can suspend. Returns
+  // the copy's version for SwapOut.
+  uint64_t QueueWrite(const SwapIo& io);
+  // Writes the queued copy (after an earlier WRITE into the slot, if one is
+  // still in flight).
+  Task<void> SwapOut(uint32_t core, SwapIo io, uint64_t version);
+  // A READ of `slot` is coming: until it has landed, a release of the slot
+  // waits (the kernel holds the page locked during the read, so the slot
+  // cannot be freed under it). Call before anything can suspend.
+  void Pin(uint64_t slot) { ++reading_[slot]; }
+  // Reads io.slot (pinned) back, checks its stamp and unpins it.
+  Task<void> SwapIn(uint32_t core, SwapIo io, IoRole role);
+  // Pins io.slot and reads it in the background (readahead).
+  void Prefetch(uint32_t core, const SwapIo& io);
+  // The slots' copies are gone (freed to the allocator): frees empty segments
+  // in the background. A pinned slot is released when its READ lands.
+  void Release(const std::vector<uint64_t>& slots);
+  // Whether a READ of `slot` is in flight (a readahead not yet landed).
+  bool Reading(uint64_t slot) const { return reading_[slot] != 0; }
+  // Waits until no READ of `slot` is in flight.
+  Task<void> AwaitRead(uint64_t slot);
+
+  // Waits until every background READ and segment free has finished.
+  Task<void> Quiesce();
+
+  void Begin();
+  void End();
+  // Time-average of stored / mapped bytes over [Begin, End] (while anything
+  // is mapped); 1 when nothing was ever mapped.
+  double Utilization() const;
+  uint64_t mapped_bytes() const { return table_.mapped_segments() * spec_.segment_bytes; }
+  uint64_t peak_mapped_bytes() const { return peak_mapped_segments_ * spec_.segment_bytes; }
+  const PagerStats& stats() const { return stats_; }
+  const SegmentTable& table() const { return table_; }
+
+ private:
+  enum class SegState : uint8_t { kNone, kAllocating, kReady, kFreeing };
+  struct Segment {
+    SegState state = SegState::kNone;
+    systems::Chunk chunk;
+    uint32_t inflight = 0;
+    systems::WaitList changed;
+  };
+  struct Group;
+
+  Group& GroupFor(uint32_t core, uint64_t seg);
+  Task<bool> EnsureMapped(uint64_t seg);
+  Task<void> FreeSegment(uint64_t seg);
+  Task<void> Io(uint32_t core, uint64_t seg, SwapIo io, IoRole role, uint64_t write_version);
+  void Fail(const std::string& what);
+  void Account();
+  void ReleaseOne(uint64_t slot);
+  void Background(Task<void> t);
+  Task<void> Tracked(Task<void> t);
+
+  systems::CnSide& cn_;
+  fabric::Runtime& rt_;
+  PagerSpec spec_;
+  SegmentTable table_;
+  std::vector<std::unique_ptr<Group>> groups_;
+  std::vector<std::unique_ptr<Segment>> segments_;
+  std::vector<uint64_t> stamp_version_;  // per slot: the version written
+  std::vector<uint8_t> write_active_, deferred_release_;
+  std::vector<uint32_t> pending_writes_, reading_;
+  uint64_t version_ = 0;
+  uint64_t background_ = 0;
+  systems::WaitList idle_;
+  PagerStats stats_;
+  // Utilization integral.
+  bool running_ = false;
+  Ps last_ps_ = 0, begin_ps_ = 0, mapped_ps_ = 0;
+  long double ratio_ps_ = 0;
+  uint64_t peak_mapped_segments_ = 0;
+};
+
+}  // namespace dmb::apps::swap
