@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "apps/kvstore/kv_workload.h"
+#include "apps/swap/swap_run.h"
 #include "fabric/sim/profile.h"
 #include "microbench/access_bench.h"
 #include "microbench/alloc_bench.h"
@@ -89,14 +90,32 @@ Benches (--bench):
                 mn_cpu_mean (phase 1), alloc_bytes, value_bytes, block_bytes, keys,
                 threads_total, peak_mn_bytes, buckets_per_partition
 
+  swap          Fastswap-style swapping (apps/swap, OneSidedMW 5.1/6.2) on
+                --system: --tasks copies of --app dealt over --cns CNs, each in
+                a cgroup holding --local of its working set; pages go to
+                remote memory in segments of the approach's granularity.
+                --scale shrinks working sets and the --swap-gb swap area (the
+                paper's 32 GB per CN); a granularity above 4 MB is a fraction
+                of that area (Static-MR's 1 GB = 1/32) and shrinks with it
+                (to a power of two, at least 1 MB). --cover: how segments
+                cover the area (lazy, keep, whole). Traces are recorded once
+                and cached in --trace-dir. Manual time = the run (first task
+                start to last exit). Counters: job_s_mean job_s_max
+                sync_lat_us_mean sync_lat_us_p99 mem_util mn_cpu_peak
+                mn_cpu_mean alloc_lat_us_mean major_faults swap_writes
+                segment_allocs segment_frees stamp_mismatches (must be 0)
+                failures peak_mapped_bytes working_set_pages alloc_bytes
+                threads_total (tasks)
+
 Options (each names the benches it applies to; others are an error):
-  --system NAME        access, alloc, kv: approach (default static_mr; see
-                       `dmbench systems`)
-  --set KNOB=VALUE     access, alloc, kv: approach knob, repeatable
+  --system NAME        access, alloc, kv, swap: approach (default static_mr;
+                       see `dmbench systems`)
+  --set KNOB=VALUE     access, alloc, kv, swap: approach knob, repeatable
   --threads N          access, alloc, kv: CN threads per CN (default 1)
-  --cns N              access, alloc, kv: compute nodes (default 1)
-  --mn-cores N|unlimited  access, alloc, kv: MN CPU cores (default 1)
-  --pool SIZE          access, alloc, kv: MN memory the approach manages (default 1GB)
+  --cns N              access, alloc, kv, swap: compute nodes (default 1)
+  --mn-cores N|unlimited  access, alloc, kv, swap: MN CPU cores (default 1)
+  --pool SIZE          access, alloc, kv, swap: MN memory the approach manages
+                       (default 1GB; swap: the CNs' swap areas)
   --op read|write      access, offload_read (default read)
   --size SIZE          access, offload_read, mr_reg, mw_bind: bytes per op,
                        region or window, e.g. 64B, 4KB, 1MB, 1GB or a byte
@@ -121,6 +140,16 @@ Options (each names the benches it applies to; others are an error):
   --keys N             kv: keys over all threads (ycsbd: ops; default 1000000,
                        db_bench's and the paper's; the figure specs use fewer)
   --key-bytes N        kv: key bytes (default 16)
+  --app NAME           swap: kmeans, kmeans-32g, pagerank, ... (default kmeans)
+  --scale X            swap: fraction of the paper's sizes, (0, 1] (default 1/256)
+  --tasks N            swap: application copies over all CNs (default 1)
+  --local X            swap: local memory / working set, (0, 1] (default 0.5)
+  --swap-gb X          swap: swap area per CN at scale 1, in GB (default 32)
+  --cover lazy|keep|whole  swap: segments mapped on first store and freed
+                       when empty, never freed, or the area mapped at start
+                       (default lazy)
+  --trace-dir DIR      swap: trace cache (default $DMB_TRACE_DIR, else
+                       ~/.cache/dmbench/traces)
   --seed N             all: root seed of the simulation (default 1)
   --profile NAME       all: NIC calibration profile (default cx5)
   --help               this text
@@ -140,8 +169,8 @@ Example:
       --benchmark_format=json
 )";
 
-const std::vector<std::string> kBenches = {"access", "alloc",   "offload_read",
-                                           "mr_reg", "mw_bind", "kv"};
+const std::vector<std::string> kBenches = {"access",  "alloc", "offload_read", "mr_reg",
+                                           "mw_bind", "kv",    "swap"};
 
 struct Args {
   std::string bench;
@@ -165,6 +194,7 @@ struct Args {
   std::string kv_size = "block";      // kv: what --value sizes
   uint64_t keys = 1000000;            // kv
   uint32_t key_bytes = 16;            // kv
+  apps::swap::SwapRunSpec swap;       // swap
   std::vector<std::string> given;     // our flags as given, in order
 };
 
@@ -225,12 +255,12 @@ struct FlagDef {
 const std::vector<FlagDef>& Flags() {
   static const std::vector<FlagDef> flags = {
       {"--bench", {}},
-      {"--system", {"access", "alloc", "kv"}},
-      {"--set", {"access", "alloc", "kv"}},
+      {"--system", {"access", "alloc", "kv", "swap"}},
+      {"--set", {"access", "alloc", "kv", "swap"}},
       {"--threads", {"access", "alloc", "kv"}},
-      {"--cns", {"access", "alloc", "kv"}},
-      {"--mn-cores", {"access", "alloc", "kv"}},
-      {"--pool", {"access", "alloc", "kv"}},
+      {"--cns", {"access", "alloc", "kv", "swap"}},
+      {"--mn-cores", {"access", "alloc", "kv", "swap"}},
+      {"--pool", {"access", "alloc", "kv", "swap"}},
       {"--op", {"access", "offload_read"}},
       {"--size", {"access", "offload_read", "mr_reg", "mw_bind"}},
       {"--ops", {"access", "alloc", "offload_read", "mr_reg", "mw_bind"}},
@@ -243,10 +273,37 @@ const std::vector<FlagDef>& Flags() {
       {"--kv-size", {"kv"}},
       {"--keys", {"kv"}},
       {"--key-bytes", {"kv"}},
+      {"--app", {"swap"}},
+      {"--scale", {"swap"}},
+      {"--tasks", {"swap"}},
+      {"--local", {"swap"}},
+      {"--swap-gb", {"swap"}},
+      {"--cover", {"swap"}},
+      {"--trace-dir", {"swap"}},
       {"--seed", {}},
       {"--profile", {}},
   };
   return flags;
+}
+
+double ParseFraction(const std::string& flag, const std::string& v, bool upto_one) {
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != 0 || !(d > 0) || (upto_one && d > 1)) {
+    throw ConfigError(flag + ": expected a number " + (upto_one ? "in (0, 1]" : "> 0") +
+                      ", got \"" + v + "\"");
+  }
+  return d;
+}
+
+void AssignSwap(apps::swap::SwapRunSpec* s, const std::string& flag, const std::string& v) {
+  if (flag == "--app") s->workload = v;
+  if (flag == "--scale") s->scale = ParseFraction(flag, v, true);
+  if (flag == "--tasks") s->tasks = ParseInt<int>(flag, v, 1, 4096);
+  if (flag == "--local") s->local_ratio = ParseFraction(flag, v, true);
+  if (flag == "--swap-gb") s->swap_gb = ParseFraction(flag, v, false);
+  if (flag == "--cover") s->segment_policy = Choice(flag, v, {"lazy", "keep", "whole"});
+  if (flag == "--trace-dir") s->trace_dir = v;
 }
 
 void Assign(Args* a, const std::string& flag, const std::string& v) {
@@ -295,6 +352,8 @@ void Assign(Args* a, const std::string& flag, const std::string& v) {
     a->keys = ParseInt<uint64_t>(flag, v, 1, 100'000'000);
   } else if (flag == "--key-bytes") {
     a->key_bytes = ParseInt<uint32_t>(flag, v, 8, 1024);
+  } else {
+    AssignSwap(&a->swap, flag, v);
   }
 }
 
@@ -580,6 +639,85 @@ Report RunKv(const Args& a) {
   return rep;
 }
 
+// A granularity above 4 MB is a fraction of the swap area and shrinks with
+// it (see --help); smaller ones (one swap cluster, 1 MB, or less) do not.
+void ScaleCoarseGranularity(TestbedSpec* bed, double scale) {
+  auto it = bed->knobs.find("granularity");
+  if (it == bed->knobs.end()) return;
+  const uint64_t g = systems::ParseSize(it->second).value_or(0);
+  if (g <= (4ull << 20)) return;
+  uint64_t scaled = 1ull << 20;
+  while (scaled * 2 <= static_cast<double>(g) * scale) scaled *= 2;
+  it->second = systems::FormatSize(scaled);
+}
+
+std::string DefaultTraceDir() {
+  if (const char* d = std::getenv("DMB_TRACE_DIR"); d && *d) return d;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/dmbench/traces";
+}
+
+Report RunSwapBench(const Args& a) {
+  apps::swap::SwapRunSpec spec = a.swap;
+  spec.seed = a.seed;
+  if (spec.trace_dir.empty()) spec.trace_dir = DefaultTraceDir();
+  TestbedSpec bed = BedSpec(a);
+  ScaleCoarseGranularity(&bed, spec.scale);
+  const uint64_t area = static_cast<uint64_t>(spec.swap_gb * spec.scale * (1ull << 30));
+  const uint64_t g =
+      systems::ParseSize(bed.knobs.count("granularity") ? bed.knobs["granularity"] : "4KB")
+          .value_or(4096);
+  if (std::find(a.given.begin(), a.given.end(), "--pool") == a.given.end()) {
+    bed.pool_bytes = static_cast<uint64_t>(a.cns) * ((area + g - 1) / g * g + g);
+  }
+  bed.cn_cores = 24;  // [OSMW] §6: two 12-core Xeons per node
+  Testbed tb(bed);
+  const apps::swap::SwapRunResult r = apps::swap::RunSwap(tb, spec);
+  if (r.stamp_mismatches > 0) {
+    throw std::runtime_error(
+        std::to_string(r.stamp_mismatches) +
+        " swapped-in pages did not hold what was swapped out; first: " + r.first_mismatch);
+  }
+  if (r.failures > 0) {
+    std::fprintf(stderr, "dmb_micro: warning: %lu failed swap operations, first: %s\n",
+                 static_cast<unsigned long>(r.failures), r.first_failure.c_str());
+  }
+  Report rep;
+  rep.name = "swap";
+  rep.label = BedLabel(a, bed, spec.tasks) + ",app=" + spec.workload +
+              ",tasks=" + std::to_string(spec.tasks) +
+              ",local=" + std::to_string(spec.local_ratio) +
+              ",scale=" + std::to_string(spec.scale) + ",cover=" + spec.segment_policy +
+              KnobsLabel(r.knobs);
+  rep.seconds = PsToS(r.run_ps);
+  const auto d = [](uint64_t v) { return static_cast<double>(v); };
+  rep.counters = {{"job_s_mean", r.job_s_mean},
+                  {"job_s_max", r.job_s_max},
+                  {"sync_lat_us_mean", r.sync_lat.mean_us()},
+                  {"sync_lat_us_p99", r.sync_lat.p99_us()},
+                  {"mem_util", r.mem_util},
+                  {"mn_cpu_peak", r.mn_cpu_peak},
+                  {"mn_cpu_mean", r.mn_cpu_mean},
+                  {"alloc_lat_us_mean", r.alloc_lat.mean_us()},
+                  {"major_faults", d(r.major_faults)},
+                  {"swap_writes", d(r.writes)},
+                  {"segment_allocs", d(r.allocs)},
+                  {"segment_frees", d(r.frees)},
+                  {"stamp_mismatches", d(r.stamp_mismatches)},
+                  {"failures", d(r.failures)},
+                  {"peak_mapped_bytes", d(r.peak_mapped_bytes)},
+                  {"working_set_pages", d(r.working_set_pages)},
+                  {"alloc_bytes", d(r.segment_bytes)},
+                  {"threads_total", d(static_cast<uint64_t>(spec.tasks))},
+                  {"count", d(r.touches)},
+                  {"minor_faults", d(r.minor_faults)},
+                  {"reclaimed_bg", d(r.reclaimed_bg)},
+                  {"reclaimed_direct", d(r.reclaimed_direct)},
+                  {"kept_no_slot", d(r.kept_no_slot)},
+                  {"swap_reads", d(r.reads)}};
+  return rep;
+}
+
 Report Run(const Args& a) {
   const sim::Profile profile = sim::Profile::ByName(a.profile);  // names the known ones
   if (a.bench == "access") return RunAccess(a);
@@ -587,6 +725,7 @@ Report Run(const Args& a) {
   if (a.bench == "offload_read") return RunOffloadRead(a, profile);
   if (a.bench == "mr_reg") return RunMrReg(a, profile);
   if (a.bench == "kv") return RunKv(a);
+  if (a.bench == "swap") return RunSwapBench(a);
   return RunMwBind(a, profile);
 }
 

@@ -37,6 +37,8 @@ const std::vector<std::string>& MetricCols() {
   static const std::vector<std::string> c = [] {
     std::vector<std::string> v = KnownMetrics();
     v.insert(v.end(), {"alloc_bytes", "threads_total", "count", "failures", "virtual_s"});
+    v.insert(v.end(), {"major_faults", "swap_writes", "segment_allocs", "segment_frees",
+                       "stamp_mismatches", "peak_mapped_bytes", "working_set_pages"});
     return v;
   }();
   return c;
@@ -51,6 +53,13 @@ const std::map<std::string, std::map<std::string, std::string>> kOpDefaults = {
     {"kv",
      {{"workload", "fillsync"}, {"value", "1024"}, {"kv_size", "block"}, {"keys", "1000000"}}},
     {"mw_bind", {{"size", "4096"}, {"mw_type", "1"}}},
+    {"swap",
+     {{"app", "kmeans"},
+      {"scale", "0.00390625"},
+      {"tasks", "1"},
+      {"local", "0.5"},
+      {"swap_gb", "32"},
+      {"cover", "lazy"}}},
 };
 
 const std::map<std::string, std::string> kFlagOf = {
@@ -59,7 +68,9 @@ const std::map<std::string, std::string> kFlagOf = {
     {"ops", "--ops"},         {"batch", "--batch"}, {"offload_qps", "--offload-qps"},
     {"mw_type", "--mw-type"}, {"page", "--page"},   {"workload", "--workload"},
     {"value", "--value"},     {"keys", "--keys"},   {"profile", "--profile"},
-    {"kv_size", "--kv-size"}};
+    {"kv_size", "--kv-size"}, {"app", "--app"},     {"scale", "--scale"},
+    {"tasks", "--tasks"},     {"local", "--local"}, {"swap_gb", "--swap-gb"},
+    {"cover", "--cover"}};
 
 std::map<std::string, std::string> Params(const Point& p) {
   auto out = p.params;
@@ -195,6 +206,7 @@ Row RowOf(const Spec& spec, const Point& p, const fs::path& path) {
   r["workload"] = get("workload");
   r["value_bytes"] = get("value");
   r["kv_size"] = get("kv_size");
+  for (const char* k : {"app", "tasks", "local", "scale", "cover"}) r[k] = get(k);
   r["profile"] = get("profile");
   std::string knobs;
   for (const auto& [k, v] : p.knobs) knobs += (knobs.empty() ? "" : ";") + k + "=" + v;
@@ -250,9 +262,9 @@ std::string CompareCsv(const Spec& spec, const std::vector<Row>& rows) {
     };
     // Every other match key, joined by ';' (the plots match on all of them).
     std::string param, param_value;
-    for (const char* k :
-         {"offload_qps", "size_bytes", "mw_type", "page_bytes", "io", "cns", "mn_cores", "workload",
-          "value_bytes", "kv_size", "alloc_bytes", "threads_total", "profile"}) {
+    for (const char* k : {"offload_qps", "size_bytes", "mw_type", "page_bytes", "io", "cns",
+                          "mn_cores", "workload", "value_bytes", "kv_size", "alloc_bytes",
+                          "threads_total", "profile", "app", "tasks", "local", "scale", "cover"}) {
       if (get(k).empty()) continue;
       param += (param.empty() ? "" : ";") + std::string(k);
       param_value += (param_value.empty() ? "" : ";") + get(k);
@@ -354,7 +366,8 @@ const std::vector<std::string>& CsvColumns() {
     std::vector<std::string> v = {"figure",      "system",  "variant",    "op",       "io",
                                   "threads",     "cns",     "mn_cores",   "seed",     "size_bytes",
                                   "offload_qps", "mw_type", "page_bytes", "workload", "value_bytes",
-                                  "kv_size",     "profile", "knobs"};
+                                  "kv_size",     "app",     "tasks",      "local",    "scale",
+                                  "cover",       "profile", "knobs"};
     v.insert(v.end(), MetricCols().begin(), MetricCols().end());
     return v;
   }();

@@ -23,9 +23,10 @@ const std::vector<std::string> kPaperKeys = {"label",       "where", "match",   
                                              "relative_to", "value", "tolerance"};
 const std::vector<std::string> kClusterKeys = {"cns", "mn_cores", "pool"};
 const std::vector<std::string> kMatchKeys = {
-    "system",        "variant",    "op",     "io",       "threads",  "size_bytes",  "offload_qps",
-    "mw_type",       "page_bytes", "cns",    "mn_cores", "workload", "value_bytes", "alloc_bytes",
-    "threads_total", "profile",    "kv_size"};
+    "system",        "variant",    "op",      "io",       "threads",  "size_bytes",  "offload_qps",
+    "mw_type",       "page_bytes", "cns",     "mn_cores", "workload", "value_bytes", "alloc_bytes",
+    "threads_total", "profile",    "kv_size", "app",      "tasks",    "local",       "scale",
+    "cover"};
 
 // The parameters each op takes (the micro program refuses the others).
 const std::map<std::string, std::vector<std::string>> kOpParams = {
@@ -36,6 +37,8 @@ const std::map<std::string, std::vector<std::string>> kOpParams = {
     {"mw_bind", {"size", "ops", "mw_type"}},
     {"kv",
      {"threads", "cns", "mn_cores", "pool", "workload", "value", "kv_size", "keys", "profile"}},
+    {"swap",
+     {"cns", "mn_cores", "pool", "app", "scale", "tasks", "local", "swap_gb", "cover", "profile"}},
 };
 
 bool Takes(const std::string& op, const std::string& key) {
@@ -85,8 +88,7 @@ bool IsUint(const std::string& s) {
   return !s.empty() && s.size() < 19 && std::all_of(s.begin(), s.end(), ::isdigit);
 }
 
-double Number(const YAML::Node& n, const std::string& where) {
-  const std::string s = Scalar(n, where);
+double ParseDouble(const std::string& s, const std::string& where) {
   try {
     size_t used = 0;
     const double d = std::stod(s, &used);
@@ -94,6 +96,10 @@ double Number(const YAML::Node& n, const std::string& where) {
   } catch (const std::exception&) {
   }
   Fail(where, "expected a number, got \"" + s + "\"");
+}
+
+double Number(const YAML::Node& n, const std::string& where) {
+  return ParseDouble(Scalar(n, where), where);
 }
 
 // Checks one parameter value; returns its canonical spelling.
@@ -104,8 +110,33 @@ std::string CheckParam(const std::string& key, const std::string& v, const std::
     }
     return std::to_string(std::stoull(v));
   };
-  if (key == "threads" || key == "cns" || key == "ops" || key == "keys" || key == "batch") {
+  if (key == "threads" || key == "cns" || key == "ops" || key == "keys" || key == "batch" ||
+      key == "tasks") {
     return positive(1);
+  }
+  if (key == "scale" || key == "local") {
+    const double d = ParseDouble(v, where);
+    if (!(d > 0 && d <= 1)) Fail(where, "expected a number in (0, 1], got \"" + v + "\"");
+    return v;
+  }
+  if (key == "swap_gb") {
+    if (!(ParseDouble(v, where) > 0)) Fail(where, "expected a number > 0, got \"" + v + "\"");
+    return v;
+  }
+  if (key == "cover") {
+    if (v != "lazy" && v != "keep" && v != "whole") {
+      Fail(where,
+           "expected lazy (segments mapped on first use, freed when empty), keep (never "
+           "freed) or whole (the swap area mapped at start), got \"" +
+               v + "\"");
+    }
+    return v;
+  }
+  if (key == "app") {
+    if (v.empty() || v.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != v.npos) {
+      Fail(where, "expected a workload name like kmeans, got \"" + v + "\"");
+    }
+    return v;
   }
   if (key == "workload") {
     if (v != "fillsync" && v != "ycsbd" && v != "insert") {
@@ -233,7 +264,7 @@ Run ParseRun(const YAML::Node& n, const std::string& where) {
       r.grid_order.push_back(k);
     }
   }
-  const bool needs_systems = r.op == "access" || r.op == "alloc" || r.op == "kv";
+  const bool needs_systems = r.op == "access" || r.op == "alloc" || r.op == "kv" || r.op == "swap";
   if (needs_systems) {
     const YAML::Node s = n["systems"];
     if (!s) Fail(where + ".systems", "missing (required for op " + r.op + ")");
@@ -279,8 +310,8 @@ std::string Safe(const std::string& s) {
 }  // namespace
 
 const std::vector<std::string>& KnownOps() {
-  static const std::vector<std::string> k = {"access", "alloc",   "offload_read",
-                                             "mr_reg", "mw_bind", "kv"};
+  static const std::vector<std::string> k = {"access",  "alloc", "offload_read", "mr_reg",
+                                             "mw_bind", "kv",    "swap"};
   return k;
 }
 
@@ -304,14 +335,21 @@ const std::vector<std::string>& KnownMetrics() {
                                              "get_lat_us_p99",
                                              "dealloc_rate",
                                              "mn_cpu_peak",
-                                             "mn_cpu_mean"};
+                                             "mn_cpu_mean",
+                                             "job_s_mean",
+                                             "job_s_max",
+                                             "sync_lat_us_mean",
+                                             "sync_lat_us_p99",
+                                             "mem_util",
+                                             "alloc_lat_us_mean"};
   return k;
 }
 
 const std::vector<std::string>& KnownParams() {
   static const std::vector<std::string> k = {
-      "threads", "cns",  "mn_cores", "pool",  "io",   "size",  "ops",     "offload_qps",
-      "mw_type", "page", "workload", "value", "keys", "batch", "profile", "kv_size"};
+      "threads", "cns",   "mn_cores", "pool",  "io",      "size",  "ops",     "offload_qps",
+      "mw_type", "page",  "workload", "value", "keys",    "batch", "profile", "kv_size",
+      "app",     "scale", "tasks",    "local", "swap_gb", "cover"};
   return k;
 }
 
