@@ -274,4 +274,59 @@ TEST(DmbMicroKv, RefusedApproachOrValueExits2WithTheFix) {
       << o.out;
 }
 
+// A small swap run: 2 Kmeans tasks of 1 MB on 2 CNs.
+constexpr const char* kSwapSmall =
+    "--bench swap --cns 2 --tasks 2 --scale 0.00048828125 --trace-dir /tmp/dmb_micro_test_traces ";
+
+TEST(DmbMicroSwap, ReportsItsCountersAndNoCorruption) {
+  const Outcome o = RunJson(std::string(kSwapSmall) + "--system onesided_mw --set granularity=1MB");
+  ASSERT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_NE(o.out.find("bench=swap,system=onesided_mw"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("app=kmeans,tasks=2"), std::string::npos) << o.out;
+  EXPECT_EQ(Num(o.out, "stamp_mismatches"), 0);
+  EXPECT_EQ(Num(o.out, "failures"), 0);
+  EXPECT_GT(Num(o.out, "major_faults"), 0);
+  EXPECT_GT(Num(o.out, "swap_writes"), 0);
+  EXPECT_GT(Num(o.out, "segment_allocs"), 0);
+  EXPECT_GT(Num(o.out, "mem_util"), 0);
+  EXPECT_LE(Num(o.out, "mem_util"), 1);
+  EXPECT_GE(Num(o.out, "job_s_max"), Num(o.out, "job_s_mean"));
+  EXPECT_GE(Num(o.out, "sync_lat_us_p99"), Num(o.out, "sync_lat_us_mean") * 0.5);
+  EXPECT_EQ(Num(o.out, "alloc_bytes"), 1 << 20);
+  EXPECT_EQ(Num(o.out, "threads_total"), 2);
+  // Manual time = the run: the slowest task's time.
+  EXPECT_NEAR(Num(o.out, "real_time") * 1e-6, Num(o.out, "job_s_max"), 1e-6);
+}
+
+TEST(DmbMicroSwap, CoarseGranularityShrinksWithTheSwapArea) {
+  // 1 GB is 1/32 of the 32 GB area; at 1/512 scale 2 MB, at 1/2048 the 1 MB floor.
+  Outcome o = RunJson(std::string(kSwapSmall) + "--system static_mr --set granularity=1GB");
+  ASSERT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_EQ(Num(o.out, "alloc_bytes"), 1 << 20);
+  o = RunJson(
+      "--bench swap --tasks 1 --local 1 --scale 0.001953125 --trace-dir /tmp/dmb_micro_test_traces "
+      "--system static_mr --set granularity=1GB");
+  ASSERT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_EQ(Num(o.out, "alloc_bytes"), 2 << 20);
+}
+
+TEST(DmbMicroSwap, BadInputExits2WithTheFix) {
+  Outcome o = RunMicro(std::string(kSwapSmall) + "--app quicksort", true);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("unknown workload \"quicksort\"; known: kmeans"), std::string::npos)
+      << o.out;
+  o = RunMicro(std::string(kSwapSmall) + "--local 0", true);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("--local: expected a number in (0, 1]"), std::string::npos) << o.out;
+  o = RunMicro(std::string(kSwapSmall) + "--cover sometimes", true);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("--cover: expected lazy, keep or whole"), std::string::npos) << o.out;
+  o = RunMicro(std::string(kSwapSmall) + "--tasks 64", true);  // 64 x 0.5 MB > a 16 MB area
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("raise swap_gb"), std::string::npos) << o.out;
+  o = RunMicro("--bench kv --tasks 2", true);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.out.find("--tasks does not apply to --bench kv"), std::string::npos) << o.out;
+}
+
 }  // namespace

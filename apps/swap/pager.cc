@@ -49,9 +49,10 @@ struct Pager::Group {
   }
 };
 
-Pager::Pager(systems::CnSide& cn, fabric::Runtime& rt, const PagerSpec& spec)
+Pager::Pager(systems::CnSide& cn, fabric::Runtime& rt, const SwapMap& map, const PagerSpec& spec)
     : cn_(cn),
       rt_(rt),
+      map_(map),
       spec_(spec),
       table_(spec.area_slots, spec.segment_bytes / kPageBytes, spec.policy),
       stamp_version_(spec.area_slots, 0),
@@ -102,10 +103,10 @@ Task<bool> Pager::EnsureMapped(uint64_t seg) {
   }
   s.state = SegState::kAllocating;
   Group& g = *groups_[seg % groups_.size()];
-  for (auto& m : g.lane_mutex) co_await m->Lock();
+  co_await g.lane_mutex[0]->Lock();
   const Ps t0 = rt_.now();
   systems::Result<systems::Chunk> r = co_await cn_.Alloc(*g.group);
-  for (auto& m : g.lane_mutex) m->Unlock();
+  g.lane_mutex[0]->Unlock();
   const bool ok = r.ok();
   if (ok) {
     stats_.alloc_lat.Record(rt_.now() - t0);
@@ -126,14 +127,15 @@ Task<bool> Pager::EnsureMapped(uint64_t seg) {
 Task<void> Pager::FreeSegment(uint64_t seg) {
   Segment& s = *segments_[seg];
   while (s.state == SegState::kAllocating || s.inflight > 0) co_await s.changed.Wait();
-  if (s.state != SegState::kReady || table_.stored(seg) > 0 || !table_.mapped(seg)) {
+  if (s.state != SegState::kReady || table_.stored(seg) > 0 || !table_.mapped(seg) ||
+      SlotsInUse(seg)) {
     co_return;  // reused, or freed by another release meanwhile
   }
   s.state = SegState::kFreeing;
   Group& owner = *groups_[seg % groups_.size()];
-  for (auto& m : owner.lane_mutex) co_await m->Lock();
+  co_await owner.lane_mutex[0]->Lock();
   const Status st = co_await cn_.Free(*owner.group, s.chunk);
-  for (auto& m : owner.lane_mutex) m->Unlock();
+  owner.lane_mutex[0]->Unlock();
   if (st.ok()) ++stats_.frees;
   if (!st.ok()) Fail("free of segment " + std::to_string(seg) + ": " + st.ToString());
   Account();
@@ -234,7 +236,17 @@ void Pager::Release(const std::vector<uint64_t>& slots) {
 
 void Pager::ReleaseOne(uint64_t slot) {
   Account();
-  if (table_.Release(slot)) Background(FreeSegment(table_.SegmentOf(slot)));
+  const uint64_t seg = table_.SegmentOf(slot);
+  if (table_.Release(slot) && !SlotsInUse(seg)) Background(FreeSegment(seg));
+}
+
+bool Pager::SlotsInUse(uint64_t seg) const {
+  const uint64_t first = seg * table_.segment_slots();
+  const uint64_t end = std::min(first + table_.segment_slots(), map_.max_pages());
+  for (uint64_t s = first; s < end; ++s) {
+    if (map_.InUse(s)) return true;
+  }
+  return false;
 }
 
 void Pager::Prefetch(uint32_t core, const SwapIo& io) {

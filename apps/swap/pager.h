@@ -3,11 +3,12 @@
 //
 // Access groups. One group per CN core that pages (the tasks' cores and the
 // reclaim core), each with min(3, caps.max_group_lanes) lanes in Fastswap's
-// roles: lane 0 synchronous swap-in, lane 1 prefetch (readahead), lane 2
-// swap-out (WRITE); with fewer lanes the roles share (lane = role % lanes):
-// OneSidedMW's group of 3 MWs is MW 0 on the Free QP + {sync, prefetch}, so
-// its writes go with the prefetches; without Grouping (group_size 2) all
-// three share one QP, the interference §4.3 removes.
+// roles, lane = role % lanes: 0 swap-out (WRITE, and the approach's
+// Alloc/Free, which use lane 0 for their RPCs), 1 synchronous swap-in,
+// 2 prefetch (readahead). With two lanes (OneSidedMW's group of 3 MWs: MW 0
+// on the Free QP + two access QPs) the sync swap-ins have a QP of their own
+// and prefetches share the writes'; with one (no Grouping) all three share,
+// the interference §4.3 removes.
 // Which group serves a segment: an approach whose chunks are bound to the
 // QPs they were allocated for (caps.isolation == kChunkQp: type-2 MWs) owns
 // each segment by one group, segment index % groups, and every access to it
@@ -18,10 +19,11 @@
 // they do in the QP's in-order processing.
 //
 // Segments (SegmentTable): mapped by Alloc on the owning group before the
-// first WRITE into them, freed by Free when their last copy is released
-// (policy lazy). Alloc and Free hold every lane of their group. A segment is
-// never freed while an I/O or its allocation is in flight, and a WRITE into a
-// segment being freed waits and maps it again.
+// first WRITE into them, freed by Free (policy lazy) when their last slot is
+// freed: no copy left and no slot of theirs in use in the swap map (a slot
+// parked in a CPU's slot cache is in use: its CPU will write there next). Alloc and Free hold lane
+// 0 of their group. A segment is never freed while an I/O or its allocation is in flight, and a
+// WRITE into a segment being freed waits and maps it again.
 //
 // Real bytes. Every swap-out writes a 4 KB page whose first 32 bytes are a
 // stamp (magic, cn, cgroup, page, version: a per-CN write counter); the pager
@@ -54,7 +56,7 @@
 
 namespace dmb::apps::swap {
 
-enum class IoRole : uint8_t { kSync = 0, kPrefetch = 1, kWrite = 2 };
+enum class IoRole : uint8_t { kWrite = 0, kSync = 1, kPrefetch = 2 };
 
 struct PagerSpec {
   uint64_t area_slots = 0;
@@ -74,7 +76,8 @@ struct PagerStats {
 
 class Pager {
  public:
-  Pager(systems::CnSide& cn, fabric::Runtime& rt, const PagerSpec& spec);
+  // `map` is the CN's swap-slot allocator (outlives the pager).
+  Pager(systems::CnSide& cn, fabric::Runtime& rt, const SwapMap& map, const PagerSpec& spec);
   ~Pager();
   Pager(const Pager&) = delete;
   Pager& operator=(const Pager&) = delete;
@@ -137,11 +140,13 @@ class Pager {
   void Fail(const std::string& what);
   void Account();
   void ReleaseOne(uint64_t slot);
+  bool SlotsInUse(uint64_t seg) const;
   void Background(Task<void> t);
   Task<void> Tracked(Task<void> t);
 
   systems::CnSide& cn_;
   fabric::Runtime& rt_;
+  const SwapMap& map_;
   PagerSpec spec_;
   SegmentTable table_;
   std::vector<std::unique_ptr<Group>> groups_;

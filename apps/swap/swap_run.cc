@@ -247,7 +247,7 @@ void BuildCns(Run* run, const SwapRunSpec& s, uint64_t area_slots, uint64_t segm
     cs->space = std::make_unique<SwapSpace>(ss);
     PagerSpec ps{area_slots, segment_bytes, ParseSegmentPolicy(s.segment_policy),
                  cs->app_cores + 1};
-    cs->pager = std::make_unique<Pager>(*cs->cn, tb.runtime(), ps);
+    cs->pager = std::make_unique<Pager>(*cs->cn, tb.runtime(), cs->space->map(), ps);
     run->cns.push_back(std::move(cs));
   }
 }
@@ -354,9 +354,13 @@ SwapRunResult RunSwap(harness::Testbed& tb, const SwapRunSpec& spec) {
   r.area_slots = static_cast<uint64_t>(spec.swap_gb * spec.scale * (1ull << 30)) / kPageBytes;
   const size_t cns = tb.mm().num_cns();
   const uint64_t tasks_per_cn = (static_cast<uint64_t>(spec.tasks) + cns - 1) / cns;
-  if (tasks_per_cn * r.working_set_pages + 1 > r.area_slots) {
+  // At least the pages over memory.high must fit (the kernel then frees the
+  // slots of swapped-in pages, vm_swap_full, and keeps victims it has no
+  // slot for).
+  if (tasks_per_cn * (r.working_set_pages - r.high_pages) + 1 > r.area_slots) {
     throw ConfigError("swap: " + std::to_string(tasks_per_cn) + " tasks of " +
-                      std::to_string(r.working_set_pages) + " pages need a larger swap area than " +
+                      std::to_string(r.working_set_pages) + " pages (" +
+                      std::to_string(r.high_pages) + " local) need a larger swap area than " +
                       std::to_string(r.area_slots) + " slots; raise swap_gb");
   }
   Run run;

@@ -130,7 +130,7 @@ TEST(SwapRunTest, BadSpecsAreNamed) {
         }
       },
       systems::ConfigError);
-  s = Small(64);  // 64 tasks of 1 MB do not fit a 16 MB area
+  s = Small(64);  // 64 tasks of 0.5 MB over memory.high do not fit a 16 MB area
   EXPECT_THROW(RunSwap(tb, s), systems::ConfigError);
   s = Small(1);
   s.local_ratio = 0;

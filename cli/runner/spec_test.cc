@@ -160,6 +160,30 @@ TEST(Spec, KvRunsAndParamOverrides) {
             std::string::npos);
 }
 
+TEST(Spec, SwapRunsCheckTheirParameters) {
+  const std::string swap =
+      Replace(kGood, "  - op: offload_read\n    grid: {offload_qps: [0, 96]}",
+              "  - op: swap\n    params: {app: kmeans, scale: 0.001953125, local: 0.5}\n"
+              "    grid: {tasks: [1, 48]}\n    systems: [{system: onesided_mw}]");
+  Spec s = ParseSpec(swap);
+  const auto points = Expand(s);
+  EXPECT_EQ(points.back().params.at("tasks"), "48");
+  EXPECT_EQ(points.back().params.at("app"), "kmeans");
+  OverrideParam(&s, "scale", "1");  // the paper's scale
+  EXPECT_EQ(Expand(s).back().params.at("scale"), "1");
+  EXPECT_EQ(ErrorOf(Replace(swap, "local: 0.5", "local: 2")),
+            "runs[1].params.local: expected a number in (0, 1], got \"2\"");
+  EXPECT_EQ(ErrorOf(Replace(swap, "scale: 0.001953125", "scale: 0")),
+            "runs[1].params.scale: expected a number in (0, 1], got \"0\"");
+  EXPECT_NE(ErrorOf(Replace(swap, "local: 0.5", "local: 0.5, cover: often"))
+                .find("runs[1].params.cover: expected lazy"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf(Replace(swap, "app: kmeans", "app: \"K means\"")),
+            "runs[1].params.app: expected a workload name like kmeans, got \"K means\"");
+  EXPECT_EQ(ErrorOf(Replace(swap, "grid: {tasks: [1, 48]}", "grid: {tasks: [0]}")),
+            "runs[1].grid.tasks[0]: expected an integer >= 1, got \"0\"");
+}
+
 TEST(Spec, TwoRunsProducingTheSamePointAreRefused) {
   const std::string dup = Replace(kGood, "  - op: offload_read\n    grid: {offload_qps: [0, 96]}",
                                   "  - op: access\n    grid: {threads: [24]}\n    systems: "

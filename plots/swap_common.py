@@ -1,0 +1,97 @@
+"""Shared by the swap figures (figure-2, figure-8, figure-9, ablation): reading a
+swap run's CSV and compare.csv, normalising, and bar panels with the paper's
+values marked.
+
+A swap row is identified by system, variant, app, tasks, local, scale and
+cover; metrics are job_s_mean, sync_lat_us_mean / _p99, mem_util and
+mn_cpu_peak (see `dmb_micro --help`, bench swap). Paper values come from
+compare.csv: a hollow diamond at the stated value, or (for ratios) at the
+ratio drawn on the normalised axis.
+"""
+
+import math
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common as C  # noqa: E402
+import style as S  # noqa: E402
+
+KEYS = ["system", "variant", "app", "tasks", "local", "scale", "cover"]
+METRICS = ["job_s_mean", "job_s_max", "sync_lat_us_mean", "sync_lat_us_p99", "mem_util",
+           "mn_cpu_peak", "mn_cpu_mean", "alloc_lat_us_mean", "segment_allocs", "major_faults",
+           "stamp_mismatches"]
+
+
+def load(res, name):
+    path = os.path.join(res, f"{name}.csv")
+    if not os.path.isfile(path):
+        raise C.PlotError(f"{C.display_path(path)} not found: run `make {name}` first")
+    df = C.read_text_csv(path)
+    df = df[df["op"] == "swap"] if "op" in df.columns else df
+    if df.empty:
+        raise C.PlotError(f"{C.display_path(path)} has no swap rows: run `make {name}` again")
+    for k in KEYS:
+        if k not in df.columns:
+            df[k] = ""
+    for m in METRICS:
+        df[m] = C.pd.to_numeric(df[m].replace("", math.nan), errors="coerce") \
+            if m in df.columns else math.nan
+    bad = df[df["stamp_mismatches"] > 0]
+    if len(bad):
+        raise C.PlotError(f"{len(bad)} point(s) swapped in corrupted pages; see the logs")
+    g = df.groupby(KEYS, sort=False, dropna=False)[METRICS].mean().reset_index()
+    g["key"] = [S.series_key(s, v) for s, v in zip(g["system"], g["variant"])]
+    return g
+
+
+def paper_marks(res):
+    """{(system, variant, metric): (value, relative)} from compare.csv."""
+    cmp = C.load_compare(res)
+    out = {}
+    for _, r in cmp.iterrows():
+        if r["paper"] != r["paper"]:
+            continue
+        out[(r["system"], r["variant"], r["metric"])] = (float(r["paper"]),
+                                                         "relative" in r["note"])
+    return out
+
+
+def bars(ax, rows, metric, ylabel, marks=None, base=None, ref=None, fmt="{:.2f}"):
+    """One bar per row (in order), labelled below; value on top. base: divide
+    by it (a normalised panel). marks: paper_marks(); a paper ratio is drawn
+    at ratio x ref (the baseline's value on this panel's axis). A bar more
+    than 4x the others' median is cut at the top edge, its value written."""
+    xs = list(range(len(rows)))
+    vals = [(r[metric] / base if base else r[metric]) for _, r in rows.iterrows()]
+    finite = sorted(v for v in vals if v == v)
+    med = finite[len(finite) // 2] if finite else 0
+    cap = 4 * med if med > 0 and finite[-1] > 4 * med else None
+    top = 0.0
+    for x, v, (_, r) in zip(xs, vals, rows.iterrows()):
+        if v != v:
+            continue
+        shown = min(v, cap) if cap else v
+        ax.bar(x, shown, width=0.7, color=S.color(r["key"]), edgecolor="black",
+               linewidth=0.5, zorder=3, hatch="//" if shown < v else "")
+        ax.text(x, shown, fmt.format(v), ha="center", va="bottom", fontsize=6, zorder=4)
+        top = max(top, shown)
+        m = (marks or {}).get((r["system"], r["variant"], metric))
+        if m:
+            y = m[0] * ref if m[1] and ref is not None else (None if m[1] else m[0])
+            if y is not None:
+                S.draw_paper(ax, x, y, relative=m[1])
+                top = max(top, y)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([S.label(k) for k in rows["key"]], rotation=35, ha="right", fontsize=6)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, top * 1.18 if top > 0 else 1)
+    ax.grid(axis="y", linewidth=0.3, zorder=0)
+
+
+def legend(fig, any_paper=True):
+    if any_paper:
+        fig.legend(handles=S.paper_handles(absolute=True, relative=True), loc="upper right",
+                   fontsize=6, frameon=False)
