@@ -47,6 +47,11 @@ struct Capabilities {
   bool mn_cpu_on_access = false;  // does a read/write?
   int max_group_lanes = 16;       // lanes per access group
   bool leases = false;            // chunks expire unless extended (Extend)
+  // Alloc and Free use the group's lane 0 (its RPC request/reply slots, or
+  // chains hosted there): no other operation may be outstanding on lane 0
+  // meanwhile. False: they use QPs of their own (OneSidedMW's Alloc/Free
+  // pair) and may overlap any access.
+  bool control_on_lane0 = true;
 };
 
 // A lease on a chunk (Patronus): the header the CN may CAS to extend it.

@@ -103,10 +103,11 @@ Task<bool> Pager::EnsureMapped(uint64_t seg) {
   }
   s.state = SegState::kAllocating;
   Group& g = *groups_[seg % groups_.size()];
-  co_await g.lane_mutex[0]->Lock();
+  const bool lock = cn_.caps().control_on_lane0;
+  if (lock) co_await g.lane_mutex[0]->Lock();
   const Ps t0 = rt_.now();
   systems::Result<systems::Chunk> r = co_await cn_.Alloc(*g.group);
-  g.lane_mutex[0]->Unlock();
+  if (lock) g.lane_mutex[0]->Unlock();
   const bool ok = r.ok();
   if (ok) {
     stats_.alloc_lat.Record(rt_.now() - t0);
@@ -133,9 +134,10 @@ Task<void> Pager::FreeSegment(uint64_t seg) {
   }
   s.state = SegState::kFreeing;
   Group& owner = *groups_[seg % groups_.size()];
-  co_await owner.lane_mutex[0]->Lock();
+  const bool lock = cn_.caps().control_on_lane0;
+  if (lock) co_await owner.lane_mutex[0]->Lock();
   const Status st = co_await cn_.Free(*owner.group, s.chunk);
-  owner.lane_mutex[0]->Unlock();
+  if (lock) owner.lane_mutex[0]->Unlock();
   if (st.ok()) ++stats_.frees;
   if (!st.ok()) Fail("free of segment " + std::to_string(seg) + ": " + st.ToString());
   Account();

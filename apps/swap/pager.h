@@ -21,9 +21,11 @@
 // Segments (SegmentTable): mapped by Alloc on the owning group before the
 // first WRITE into them, freed by Free (policy lazy) when their last slot is
 // freed: no copy left and no slot of theirs in use in the swap map (a slot
-// parked in a CPU's slot cache is in use: its CPU will write there next). Alloc and Free hold lane
-// 0 of their group. A segment is never freed while an I/O or its allocation is in flight, and a
-// WRITE into a segment being freed waits and maps it again.
+// parked in a CPU's slot cache is in use: its CPU will write there next).
+// Alloc and Free hold lane 0 of their group unless the approach says they
+// do not use it (caps.control_on_lane0). A segment is never freed while an
+// I/O or its allocation is in flight, and a WRITE into a segment being
+// freed waits and maps it again.
 //
 // Real bytes. Every swap-out writes a 4 KB page whose first 32 bytes are a
 // stamp (magic, cn, cgroup, page, version: a per-CN write counter); the pager

@@ -104,7 +104,7 @@ TEST(SwapRunTest, CoarseSegmentsWasteMemoryFineOnesDoNot) {
   const SwapRunResult c = RunSwap(coarse, Small(2));
   const SwapRunResult f = RunSwap(fine, Small(2));
   EXPECT_LT(c.mem_util, 0.5);   // 16 MB mapped for about 1 MB of copies
-  EXPECT_GT(f.mem_util, 0.99);  // a 4 KB chunk per copy
+  EXPECT_GT(f.mem_util, 0.95);  // a 4 KB chunk per copy (less the frees in flight)
 }
 
 TEST(SwapRunTest, WholeAreaMapsEverySegmentUpFront) {

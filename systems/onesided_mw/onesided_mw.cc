@@ -540,6 +540,7 @@ Capabilities OsmwCaps(const Knobs& k) {
   c.mn_cpu_on_alloc = false;
   c.mn_cpu_on_access = false;
   c.max_group_lanes = static_cast<int>(k.Int("group_size")) - 1;
+  c.control_on_lane0 = false;  // the pair's Alloc and Free QPs
   return c;
 }
 
