@@ -317,9 +317,13 @@ void Summarize(const Run& run, Ps begin, Ps end, const SwapRunSpec& s, SwapRunRe
   }
   r->job_s_mean = sum / static_cast<double>(run.tasks.size());
   double util = 0;
+  int paging_cns = 0;
   for (const auto& cs : run.cns) {
     const PagerStats& ps = cs->pager->stats();
-    util += cs->pager->Utilization();
+    if (!cs->tasks.empty()) {  // a CN without tasks maps nothing: no utilization
+      util += cs->pager->Utilization();
+      ++paging_cns;
+    }
     r->peak_mapped_bytes += cs->pager->peak_mapped_bytes();
     r->reads += ps.reads;
     r->writes += ps.writes;
@@ -331,7 +335,7 @@ void Summarize(const Run& run, Ps begin, Ps end, const SwapRunSpec& s, SwapRunRe
     if (ps.failures > 0 && r->failures == 0) r->first_failure = ps.first_failure;
     r->failures += ps.failures;
   }
-  r->mem_util = util / static_cast<double>(run.cns.size());
+  r->mem_util = paging_cns > 0 ? util / paging_cns : 1.0;
   const fabric::Cpu& cpu = run.tb->mn_node()->cpu();
   r->mn_cpu_peak = harness::SteadyPeakCores(cpu, {begin, end}, s.cpu_samples);
   r->mn_cpu_mean = end > begin ? cpu.BusyFraction(begin, end) * cpu.cores() : 0;

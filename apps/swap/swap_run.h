@@ -31,7 +31,8 @@
 //
 // Results: job time per task (start to exit), mean and max; synchronous
 // swap-in latency (major fault's READ, queueing on its lane included); MN
-// memory utilization (Pager::Utilization averaged over CNs); peak and mean
+// memory utilization (Pager::Utilization averaged over the CNs that run
+// tasks); peak and mean
 // MN CPU (cores busy; peak over the run cut into cpu_samples intervals, the
 // first and last dropped, as for the KV store); counts; stamp mismatches
 // (must be 0) and failures.
