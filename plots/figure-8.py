@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""OneSidedMW (NSDI'26) Figure 8: Kmeans, Memcached-ETC, PageRank and BC on 6
+CNs (one task each) at 50% (plain bars) and 25% (hatched) local memory:
+execution time normalized to 100% local memory (top), peak MN CPU (middle),
+MN memory utilization (bottom), one column per application.
+
+Hollow diamonds / triangles: the paper's stated values and ratios (applied to
+our Static-MR at the same point) where it states one for that bar.
+Reads results/figure-8/figure-8.csv and compare.csv; writes figure-8.png/.pdf.
+"""
+
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common as C  # noqa: E402
+import style as S  # noqa: E402
+import swap_common as W  # noqa: E402
+
+NAME = "figure-8"
+APPS = ["kmeans-32g", "memcached", "pagerank", "bc"]
+APP_LABEL = {"kmeans-32g": "Kmeans", "memcached": "Memcached-ETC", "pagerank": "PageRank",
+             "bc": "BC"}
+LOCALS = ["0.5", "0.25"]
+PANELS = [("job_s_mean", "time / 100% local"), ("mn_cpu_peak", "peak MN CPU (cores)"),
+          ("mem_util", "MN memory utilization")]
+
+
+def paper_y(cmp, r, metric, static_v):
+    for _, c in cmp.iterrows():
+        if (c["system"], c["variant"], c["metric"]) != (r["system"], r["variant"], metric):
+            continue
+        vals = dict(zip(c["param"].split(";"), c["param_value"].split(";")))
+        if vals.get("app") != r["app"] or C.norm_num(vals.get("local", "")) != \
+                C.norm_num(r["local"]):
+            continue
+        rel = "relative" in c["note"]
+        return (c["paper"] * static_v if rel else c["paper"]), rel
+    return None, False
+
+
+def draw_app(ax, rows, cmp, app, metric, local_time):
+    sub = rows[(rows["app"] == app) & (rows["variant"] != "local")]
+    keys = S.sort_keys(list(dict.fromkeys(sub["key"])))
+    w = 0.38
+    for i, key in enumerate(keys):
+        for j, loc in enumerate(LOCALS):
+            g = sub[(sub["key"] == key) & (sub["local"].map(C.norm_num) == C.norm_num(loc))]
+            if g.empty:
+                continue
+            r = g.iloc[0]
+            div = local_time if metric == "job_s_mean" else 1.0
+            v = r[metric] / div
+            x = i + (j - 0.5) * w
+            ax.bar(x, v, width=w, color=S.color(key), edgecolor="black", linewidth=0.4,
+                   hatch="////" if j else "", zorder=3)
+            st = sub[(sub["system"] == "static_mr") &
+                     (sub["local"].map(C.norm_num) == C.norm_num(loc))][metric]
+            y, rel = paper_y(cmp, r, metric, float(st.iloc[0]) / div if len(st) else 1.0)
+            if y is not None:
+                S.draw_paper(ax, x, y, relative=rel, size=4)
+    ax.set_xticks(range(len(keys)))
+    ax.set_xticklabels([S.label(k) for k in keys], rotation=45, ha="right", fontsize=5)
+    ax.grid(axis="y", linewidth=0.3, zorder=0)
+    return keys
+
+
+def main(argv):
+    args = C.parser(NAME, __doc__).parse_args(argv)
+    res, out = C.resolve_dirs(args, NAME)
+    rows = W.load(res, NAME)
+    cmp = C.load_compare(res)
+    S.apply()
+    apps = [a for a in APPS if (rows["app"] == a).any()]
+    if not apps:
+        raise C.PlotError(f"{NAME}: no rows for {', '.join(APPS)}")
+    fig, axes = S.plt.subplots(3, len(apps), figsize=(S.FULL_WIDTH_IN, 5.6), squeeze=False)
+    for c, app in enumerate(apps):
+        local = rows[(rows["app"] == app) & (rows["variant"] == "local")]["job_s_mean"]
+        if local.empty:
+            C.warn(f"{NAME}: {app} has no 100%-local run; time is not normalized")
+        lt = float(local.iloc[0]) if len(local) else 1.0
+        for r, (metric, ylabel) in enumerate(PANELS):
+            draw_app(axes[r][c], rows, cmp, app, metric, lt)
+            if c == 0:
+                axes[r][c].set_ylabel(ylabel, fontsize=7)
+        axes[0][c].set_title(APP_LABEL.get(app, app), fontsize=8)
+    from matplotlib.patches import Patch
+    handles = [Patch(facecolor="white", edgecolor="black", label="50% local"),
+               Patch(facecolor="white", edgecolor="black", hatch="////", label="25% local")]
+    fig.legend(handles=handles + S.paper_handles(True, True), loc="upper center", ncol=4,
+               fontsize=6, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    for p in S.savefig(fig, os.path.join(out, NAME)):
+        print(C.display_path(p))
+
+
+if __name__ == "__main__":
+    C.run_main(main)

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""OneSidedMW (NSDI'26) Figure 9: 1 to 48 Kmeans tasks on 6 CNs (50% local):
+(a) mean execution time normalized to one task on Static-MR, (b) peak MN CPU
+(cores busy), (c) MN memory utilization, one line per approach.
+
+Hollow triangles at 48 tasks: the paper's ratios (17.3%, 29.2%, 6.3% over
+Static-MR; 1.67x Static-MR's utilization, ...) applied to our baseline.
+Reads results/figure-9/figure-9.csv and compare.csv; writes figure-9.png/.pdf.
+"""
+
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common as C  # noqa: E402
+import style as S  # noqa: E402
+import swap_common as W  # noqa: E402
+
+NAME = "figure-9"
+
+
+def main(argv):
+    args = C.parser(NAME, __doc__).parse_args(argv)
+    res, out = C.resolve_dirs(args, NAME)
+    rows = W.load(res, NAME)
+    rows["x"] = rows["tasks"].map(C.to_float)
+    base = rows[(rows["system"] == "static_mr") & (rows["x"] == rows["x"].min())]
+    if base.empty:
+        raise C.PlotError(f"{NAME}: no Static-MR row at the fewest tasks to normalize to")
+    t0 = float(base["job_s_mean"].iloc[0])
+    marks = W.paper_marks(res)
+    S.apply()
+    fig, axes = S.plt.subplots(1, 3, figsize=(S.FULL_WIDTH_IN, 2.4))
+    panels = [("job_s_mean", "time / 1 task Static-MR", t0), ("mn_cpu_peak", "peak MN CPU (cores)",
+              1.0), ("mem_util", "MN memory utilization", 1.0)]
+    keys = S.sort_keys(list(dict.fromkeys(rows["key"])))
+    xmax = rows["x"].max()
+    for ax, (metric, ylabel, div) in zip(axes, panels):
+        for key in keys:
+            g = rows[rows["key"] == key].sort_values("x")
+            ax.plot(g["x"], g[metric] / div, color=S.color(key), marker=S.marker(key),
+                    label=S.label(key), zorder=3)
+            r = g.iloc[-1]
+            m = marks.get((r["system"], r["variant"], metric))
+            ref = rows[(rows["system"] == "static_mr") & (rows["x"] == xmax)][metric]
+            if m and m[1] and len(ref):
+                S.draw_paper(ax, xmax, m[0] * float(ref.iloc[0]) / div, relative=True)
+            elif m and not m[1]:
+                S.draw_paper(ax, xmax, m[0] / div)
+        ax.set_xlabel("Kmeans tasks")
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(0, None)
+        ax.grid(linewidth=0.3, zorder=0)
+    for ax, t in zip(axes, ["(a) execution time", "(b) MN CPU", "(c) memory utilization"]):
+        ax.set_title(t, fontsize=8)
+    handles = [S.series_handle(k) for k in keys] + S.paper_handles(True, True)
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=6,
+               frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.88))
+    for p in S.savefig(fig, os.path.join(out, NAME)):
+        print(C.display_path(p))
+
+
+if __name__ == "__main__":
+    C.run_main(main)
