@@ -22,8 +22,15 @@ std::string Join(const std::vector<std::string>& v) {
 
 std::string Expectation(const KnobDef& d) {
   switch (d.kind) {
-    case KnobKind::kSize:
-      return "a size like 512B, 4KB, 1MB, 1GB (a power of two) or a plain byte count";
+    case KnobKind::kSize: {
+      const std::string like =
+          "a size like 512B, 4KB, 1MB, 1GB (a power of two) or a plain byte count";
+      if (d.max > 0) {
+        return like + ", from " + FormatSize(static_cast<uint64_t>(d.min)) + " to " +
+               FormatSize(static_cast<uint64_t>(d.max));
+      }
+      return d.min > 0 ? like + ", at least " + FormatSize(static_cast<uint64_t>(d.min)) : like;
+    }
     case KnobKind::kBool:
       return "true or false";
     case KnobKind::kInt: {

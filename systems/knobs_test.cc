@@ -45,7 +45,11 @@ TEST(Knobs, ErrorsNameTheProblemAndTheFix) {
             "rpc_mw.mw_type: expected an integer in [1, 2], got \"3\"");
   EXPECT_EQ(ErrorOf({"static_mr", {{"granularity", "16MiB"}}}),
             "static_mr.granularity: expected a size like 512B, 4KB, 1MB, 1GB (a power of two) or "
-            "a plain byte count, got \"16MiB\"");
+            "a plain byte count, at least 4KB, got \"16MiB\"");
+  // A size out of the knob's range says the range.
+  EXPECT_EQ(ErrorOf({"finemem", {{"granularity", "1MB"}}}),
+            "finemem.granularity: expected a size like 512B, 4KB, 1MB, 1GB (a power of two) or a "
+            "plain byte count, from 4KB to 128KB, got \"1MB\"");
   EXPECT_EQ(ErrorOf({"rpc_mw", {{"leases", "yes"}}}),
             "rpc_mw.leases: expected true or false, got \"yes\"");
   EXPECT_EQ(ErrorOf({"rpc_mw", {{"mw_type", "2"}, {"leases", "true"}}}), "");
