@@ -58,8 +58,9 @@ Pager::Pager(systems::CnSide& cn, fabric::Runtime& rt, const SwapMap& map, const
       stamp_version_(spec.area_slots, 0),
       write_active_(spec.area_slots, 0),
       deferred_release_(spec.area_slots, 0),
-      pending_writes_(spec.area_slots, 0),
-      reading_(spec.area_slots, 0) {
+      landed_version_(spec.area_slots, 0),
+      reading_(spec.area_slots, 0),
+      old_reads_(spec.area_slots, 0) {
   segments_.reserve(table_.segments());
   for (uint64_t i = 0; i < table_.segments(); ++i) segments_.push_back(std::make_unique<Segment>());
 }
@@ -146,11 +147,11 @@ Task<void> Pager::FreeSegment(uint64_t seg) {
   s.changed.NotifyAll();
 }
 
-// One 4 KB READ (write_version 0) or WRITE of io.slot through the lane
-// `role` picks; the stamp is written into, or checked in, the lane's buffer
+// One 4 KB READ or WRITE of io.slot through the lane `role` picks; the
+// stamp of copy `version` is written into, or checked in, the lane's buffer
 // under its mutex.
-Task<void> Pager::Io(uint32_t core, uint64_t seg, SwapIo io, IoRole role, uint64_t write_version) {
-  const bool write = write_version != 0;
+Task<void> Pager::Io(uint32_t core, uint64_t seg, SwapIo io, IoRole role, uint64_t version,
+                     bool write) {
   Segment& s = *segments_[seg];
   Group& g = GroupFor(core, seg);
   systems::CoMutex& m = g.MutexFor(role);
@@ -158,8 +159,7 @@ Task<void> Pager::Io(uint32_t core, uint64_t seg, SwapIo io, IoRole role, uint64
   systems::Lane& lane = g.LaneFor(role);
   const uint64_t buf = g.BufferFor(role);
   fabric::Memory& mem = cn_.node()->memory();
-  const Stamp want{kStampMagic, cn_.cn_index(), io.cgroup, io.page,
-                   write ? write_version : stamp_version_[io.slot]};
+  const Stamp want{kStampMagic, cn_.cn_index(), io.cgroup, io.page, version};
   Status st;
   if (lane.broken()) st = co_await cn_.RecoverLane(lane);
   if (st.ok() && write) {
@@ -180,40 +180,47 @@ Task<void> Pager::Io(uint32_t core, uint64_t seg, SwapIo io, IoRole role, uint64
 }
 
 uint64_t Pager::QueueWrite(const SwapIo& io) {
+  if (deferred_release_[io.slot] != 0) {
+    // The allocator handed out again a slot whose old copy is still being
+    // read: that copy is dead now; the WRITE waits for the READs (old_reads_).
+    deferred_release_[io.slot] = 0;
+    ReleaseOne(io.slot);
+  }
   Account();
   table_.Store(io.slot);
-  ++pending_writes_[io.slot];
+  old_reads_[io.slot] = reading_[io.slot];
   return stamp_version_[io.slot] = ++version_;
 }
 
 Task<void> Pager::SwapOut(uint32_t core, SwapIo io, uint64_t version) {
   const uint64_t seg = table_.SegmentOf(io.slot);
   Segment& s = *segments_[seg];
-  while (write_active_[io.slot] != 0) co_await s.changed.Wait();
+  while (write_active_[io.slot] != 0 || old_reads_[io.slot] != 0) co_await s.changed.Wait();
   write_active_[io.slot] = 1;
   if (co_await EnsureMapped(seg)) {
     ++s.inflight;
-    co_await Io(core, seg, io, IoRole::kWrite, version);
+    co_await Io(core, seg, io, IoRole::kWrite, version, true);
     --s.inflight;
     ++stats_.writes;
   }
   write_active_[io.slot] = 0;
-  --pending_writes_[io.slot];
+  landed_version_[io.slot] = std::max(landed_version_[io.slot], version);
   s.changed.NotifyAll();
 }
 
-Task<void> Pager::SwapIn(uint32_t core, SwapIo io, IoRole role) {
+Task<void> Pager::SwapIn(uint32_t core, SwapIo io, IoRole role, uint64_t version) {
   const uint64_t seg = table_.SegmentOf(io.slot);
   Segment& s = *segments_[seg];
-  while (pending_writes_[io.slot] != 0) co_await s.changed.Wait();
+  while (landed_version_[io.slot] < version) co_await s.changed.Wait();
   if (!table_.holds(io.slot) || s.state != SegState::kReady) {
     Fail("swap-in of slot " + std::to_string(io.slot) + " which holds no copy");
   } else {
     ++s.inflight;
-    co_await Io(core, seg, io, role, 0);
+    co_await Io(core, seg, io, role, version, false);
     --s.inflight;
     ++stats_.reads;
   }
+  if (version < stamp_version_[io.slot] && old_reads_[io.slot] > 0) --old_reads_[io.slot];
   if (--reading_[io.slot] == 0 && deferred_release_[io.slot] != 0) {
     deferred_release_[io.slot] = 0;
     ReleaseOne(io.slot);
@@ -252,8 +259,7 @@ bool Pager::SlotsInUse(uint64_t seg) const {
 }
 
 void Pager::Prefetch(uint32_t core, const SwapIo& io) {
-  Pin(io.slot);
-  Background(SwapIn(core, io, IoRole::kPrefetch));
+  Background(SwapIn(core, io, IoRole::kPrefetch, Pin(io.slot)));
 }
 
 void Pager::Background(Task<void> t) {

@@ -33,9 +33,10 @@
 // against it and against the (cgroup, page) the paging model expects. A
 // mismatch is counted and the first is described: an allocation or
 // protection bug shows up as corruption, never as a number.
-// Ordering: a READ of a slot waits for a WRITE into it still in flight (the
-// kernel finds such a page in the swap cache), and a WRITE into a slot waits
-// for an earlier one (a slot reused before its old WRITE landed).
+// Ordering, by copy version: a READ waits until the copy it expects has
+// landed (the kernel finds a page under writeback in the swap cache); a
+// WRITE waits for an earlier WRITE into the slot and for READs of an older
+// copy (a slot handed out again while its old copy was still being read).
 //
 // Accounting: stored and mapped bytes are integrated over virtual time from
 // Begin() to End() for the run's memory utilization.
@@ -98,10 +99,16 @@ class Pager {
   Task<void> SwapOut(uint32_t core, SwapIo io, uint64_t version);
   // A READ of `slot` is coming: until it has landed, a release of the slot
   // waits (the kernel holds the page locked during the read, so the slot
-  // cannot be freed under it). Call before anything can suspend.
-  void Pin(uint64_t slot) { ++reading_[slot]; }
-  // Reads io.slot (pinned) back, checks its stamp and unpins it.
-  Task<void> SwapIn(uint32_t core, SwapIo io, IoRole role);
+  // cannot be freed under it). Call before anything can suspend. Returns
+  // the version of the copy the READ must find (a WRITE of a later copy
+  // into a slot handed out again waits for the READ).
+  uint64_t Pin(uint64_t slot) {
+    ++reading_[slot];
+    return stamp_version_[slot];
+  }
+  // Reads copy `version` of io.slot (pinned) back once it has landed, checks
+  // its stamp and unpins the slot.
+  Task<void> SwapIn(uint32_t core, SwapIo io, IoRole role, uint64_t version);
   // Pins io.slot and reads it in the background (readahead).
   void Prefetch(uint32_t core, const SwapIo& io);
   // The slots' copies are gone (freed to the allocator): frees empty segments
@@ -138,7 +145,7 @@ class Pager {
   Group& GroupFor(uint32_t core, uint64_t seg);
   Task<bool> EnsureMapped(uint64_t seg);
   Task<void> FreeSegment(uint64_t seg);
-  Task<void> Io(uint32_t core, uint64_t seg, SwapIo io, IoRole role, uint64_t write_version);
+  Task<void> Io(uint32_t core, uint64_t seg, SwapIo io, IoRole role, uint64_t version, bool write);
   void Fail(const std::string& what);
   void Account();
   void ReleaseOne(uint64_t slot);
@@ -155,7 +162,9 @@ class Pager {
   std::vector<std::unique_ptr<Segment>> segments_;
   std::vector<uint64_t> stamp_version_;  // per slot: the version written
   std::vector<uint8_t> write_active_, deferred_release_;
-  std::vector<uint32_t> pending_writes_, reading_;
+  std::vector<uint64_t> landed_version_;  // per slot: the last copy WRITTEN
+  std::vector<uint32_t> reading_;         // pinned READs
+  std::vector<uint32_t> old_reads_;       // READs of a copy older than the queued one
   uint64_t version_ = 0;
   uint64_t background_ = 0;
   systems::WaitList idle_;

@@ -112,7 +112,7 @@ Task<void> Flush(Run* run, CnState* cs, Pending* p) {
 
 // The slow part of a page touch: a swap-cache hit or a major fault.
 Task<void> HandleFault(Run* run, CnState* cs, uint32_t core, SwapIo io, const TouchResult& tr,
-                       std::optional<uint64_t> pre_slot, Pending* p) {
+                       std::optional<uint64_t> pre_slot, uint64_t version, Pending* p) {
   fabric::Node* node = cs->cn->node();
   co_await Flush(run, cs, p);
   if (tr.fault == Fault::kSwapCacheHit) {
@@ -124,7 +124,7 @@ Task<void> HandleFault(Run* run, CnState* cs, uint32_t core, SwapIo io, const To
   ++run->r->major_faults;
   co_await CpuWork(node, run->costs.major, 1);
   const Ps t0 = run->tb->now();
-  co_await cs->pager->SwapIn(core, io, IoRole::kSync);
+  co_await cs->pager->SwapIn(core, io, IoRole::kSync, version);
   run->r->sync_lat.Record(run->tb->now() - t0);
 }
 
@@ -152,18 +152,19 @@ Task<void> TaskThread(Run* run, CnState* cs, TaskState* t, uint8_t thread, uint3
       const std::optional<uint64_t> pre_slot =
           cg.state(page) == PageState::kResident ? cg.slot(page) : std::nullopt;
       const TouchResult tr = cg.Touch(page, write, core);
+      uint64_t version = 0;
       ++p.app_pages;
       ++run->r->touches;
       if (tr.fault == Fault::kFirstTouch) ++run->r->first_touches;
       if (tr.fault == Fault::kMajor) {
         // Pinned now: Touch may have freed the slot already (a write, or
         // swap more than half full), and the READ must still find it.
-        cs->pager->Pin(*tr.sync_read_slot);
+        version = cs->pager->Pin(*tr.sync_read_slot);
         for (const SwapIo& ra : tr.readahead) cs->pager->Prefetch(core, ra);
       }
       if (tr.fault == Fault::kSwapCacheHit || tr.fault == Fault::kMajor) {
         const SwapIo io{cg.id(), page, tr.sync_read_slot.value_or(0)};
-        co_await HandleFault(run, cs, core, io, tr, pre_slot, &p);
+        co_await HandleFault(run, cs, core, io, tr, pre_slot, version, &p);
       }
       cs->pager->Release(cs->space->TakeReleased());
       const ReclaimNeed need = cg.Need();
