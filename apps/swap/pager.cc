@@ -59,8 +59,7 @@ Pager::Pager(systems::CnSide& cn, fabric::Runtime& rt, const SwapMap& map, const
       write_active_(spec.area_slots, 0),
       deferred_release_(spec.area_slots, 0),
       landed_version_(spec.area_slots, 0),
-      reading_(spec.area_slots, 0),
-      old_reads_(spec.area_slots, 0) {
+      reading_(spec.area_slots, 0) {
   segments_.reserve(table_.segments());
   for (uint64_t i = 0; i < table_.segments(); ++i) segments_.push_back(std::make_unique<Segment>());
 }
@@ -179,32 +178,51 @@ Task<void> Pager::Io(uint32_t core, uint64_t seg, SwapIo io, IoRole role, uint64
   }
 }
 
-uint64_t Pager::QueueWrite(const SwapIo& io) {
+uint64_t Pager::Pin(uint64_t slot) {
+  ++reading_[slot];
+  pinned_[slot].push_back(stamp_version_[slot]);
+  return stamp_version_[slot];
+}
+
+bool Pager::OlderReadPending(uint64_t slot, uint64_t version) const {
+  const auto it = pinned_.find(slot);
+  if (it == pinned_.end()) return false;
+  for (uint64_t v : it->second) {
+    if (v < version) return true;
+  }
+  return false;
+}
+
+Pager::WriteTicket Pager::QueueWrite(const SwapIo& io) {
   if (deferred_release_[io.slot] != 0) {
     // The allocator handed out again a slot whose old copy is still being
-    // read: that copy is dead now; the WRITE waits for the READs (old_reads_).
+    // read: that copy is dead now; the WRITE waits for the READs.
     deferred_release_[io.slot] = 0;
     ReleaseOne(io.slot);
   }
   Account();
   table_.Store(io.slot);
-  old_reads_[io.slot] = reading_[io.slot];
-  return stamp_version_[io.slot] = ++version_;
+  const uint64_t prev = stamp_version_[io.slot];
+  stamp_version_[io.slot] = ++version_;
+  return {version_, prev};
 }
 
-Task<void> Pager::SwapOut(uint32_t core, SwapIo io, uint64_t version) {
+Task<void> Pager::SwapOut(uint32_t core, SwapIo io, WriteTicket ticket) {
   const uint64_t seg = table_.SegmentOf(io.slot);
   Segment& s = *segments_[seg];
-  while (write_active_[io.slot] != 0 || old_reads_[io.slot] != 0) co_await s.changed.Wait();
+  while (write_active_[io.slot] != 0 || landed_version_[io.slot] < ticket.prev ||
+         OlderReadPending(io.slot, ticket.version)) {
+    co_await s.changed.Wait();
+  }
   write_active_[io.slot] = 1;
   if (co_await EnsureMapped(seg)) {
     ++s.inflight;
-    co_await Io(core, seg, io, IoRole::kWrite, version, true);
+    co_await Io(core, seg, io, IoRole::kWrite, ticket.version, true);
     --s.inflight;
     ++stats_.writes;
   }
   write_active_[io.slot] = 0;
-  landed_version_[io.slot] = std::max(landed_version_[io.slot], version);
+  landed_version_[io.slot] = std::max(landed_version_[io.slot], ticket.version);
   s.changed.NotifyAll();
 }
 
@@ -220,7 +238,9 @@ Task<void> Pager::SwapIn(uint32_t core, SwapIo io, IoRole role, uint64_t version
     --s.inflight;
     ++stats_.reads;
   }
-  if (version < stamp_version_[io.slot] && old_reads_[io.slot] > 0) --old_reads_[io.slot];
+  auto& pinned = pinned_[io.slot];
+  pinned.erase(std::find(pinned.begin(), pinned.end(), version));
+  if (pinned.empty()) pinned_.erase(io.slot);
   if (--reading_[io.slot] == 0 && deferred_release_[io.slot] != 0) {
     deferred_release_[io.slot] = 0;
     ReleaseOne(io.slot);

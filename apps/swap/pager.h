@@ -48,6 +48,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "apps/swap/cgroup_memory.h"
@@ -93,19 +94,20 @@ class Pager {
   // nothing): from now on READs of the slot wait for it. Call as soon as the
   // paging model hands the slot out, before anything can suspend. Returns
   // the copy's version for SwapOut.
-  uint64_t QueueWrite(const SwapIo& io);
-  // Writes the queued copy (after an earlier WRITE into the slot, if one is
-  // still in flight).
-  Task<void> SwapOut(uint32_t core, SwapIo io, uint64_t version);
+  struct WriteTicket {
+    uint64_t version = 0;  // of this copy
+    uint64_t prev = 0;     // of the slot's previous copy (0: none)
+  };
+  WriteTicket QueueWrite(const SwapIo& io);
+  // Writes the queued copy once the slot's previous copy has landed and no
+  // READ of an older copy is pending (copies of a slot land in order).
+  Task<void> SwapOut(uint32_t core, SwapIo io, WriteTicket ticket);
   // A READ of `slot` is coming: until it has landed, a release of the slot
   // waits (the kernel holds the page locked during the read, so the slot
   // cannot be freed under it). Call before anything can suspend. Returns
   // the version of the copy the READ must find (a WRITE of a later copy
   // into a slot handed out again waits for the READ).
-  uint64_t Pin(uint64_t slot) {
-    ++reading_[slot];
-    return stamp_version_[slot];
-  }
+  uint64_t Pin(uint64_t slot);
   // Reads copy `version` of io.slot (pinned) back once it has landed, checks
   // its stamp and unpins the slot.
   Task<void> SwapIn(uint32_t core, SwapIo io, IoRole role, uint64_t version);
@@ -149,6 +151,7 @@ class Pager {
   void Fail(const std::string& what);
   void Account();
   void ReleaseOne(uint64_t slot);
+  bool OlderReadPending(uint64_t slot, uint64_t version) const;
   bool SlotsInUse(uint64_t seg) const;
   void Background(Task<void> t);
   Task<void> Tracked(Task<void> t);
@@ -162,9 +165,9 @@ class Pager {
   std::vector<std::unique_ptr<Segment>> segments_;
   std::vector<uint64_t> stamp_version_;  // per slot: the version written
   std::vector<uint8_t> write_active_, deferred_release_;
-  std::vector<uint64_t> landed_version_;  // per slot: the last copy WRITTEN
-  std::vector<uint32_t> reading_;         // pinned READs
-  std::vector<uint32_t> old_reads_;       // READs of a copy older than the queued one
+  std::vector<uint64_t> landed_version_;                        // per slot: the last copy WRITTEN
+  std::vector<uint32_t> reading_;                               // pinned READs
+  std::unordered_map<uint64_t, std::vector<uint64_t>> pinned_;  // slot -> versions read
   uint64_t version_ = 0;
   uint64_t background_ = 0;
   systems::WaitList idle_;

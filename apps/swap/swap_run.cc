@@ -76,11 +76,11 @@ Task<void> CpuWork(fabric::Node* n, fabric::CpuCost c, uint64_t times) {
 Task<void> Reclaim(Run* run, CnState* cs, CgroupMemory* cg, uint32_t core, uint64_t pages) {
   const ReclaimResult rr = cg->Reclaim(core, pages);
   run->r->kept_no_slot += rr.no_slot;
-  std::vector<uint64_t> versions;
-  for (const SwapIo& io : rr.writes) versions.push_back(cs->pager->QueueWrite(io));
+  std::vector<Pager::WriteTicket> tickets;
+  for (const SwapIo& io : rr.writes) tickets.push_back(cs->pager->QueueWrite(io));
   co_await CpuWork(cs->cn->node(), run->costs.reclaim, rr.writes.size() + rr.clean_dropped);
   for (size_t i = 0; i < rr.writes.size(); ++i) {
-    co_await cs->pager->SwapOut(core, rr.writes[i], versions[i]);
+    co_await cs->pager->SwapOut(core, rr.writes[i], tickets[i]);
   }
   cs->pager->Release(cs->space->TakeReleased());
 }

@@ -163,9 +163,10 @@ TEST(PagerTest, ASlotReusedUnderAReadWaitsForIt) {
     const uint64_t v = pager.Pin(5);
     tb.runtime().Spawn(pager.SwapIn(1, old_copy, IoRole::kSync, v));
     pager.Release({5});  // deferred: the READ has not landed
-    const uint64_t v2 = pager.QueueWrite(new_copy);
-    EXPECT_GT(v2, v);
-    co_await pager.SwapOut(0, new_copy, v2);
+    const Pager::WriteTicket t2 = pager.QueueWrite(new_copy);
+    EXPECT_GT(t2.version, v);
+    EXPECT_EQ(t2.prev, v);
+    co_await pager.SwapOut(0, new_copy, t2);
     co_await pager.SwapIn(1, new_copy, IoRole::kSync, pager.Pin(5));
     co_await pager.Quiesce();
   };
@@ -175,6 +176,35 @@ TEST(PagerTest, ASlotReusedUnderAReadWaitsForIt) {
   EXPECT_EQ(pager.stats().reads, 2u);
   EXPECT_EQ(pager.stats().writes, 2u);
   EXPECT_TRUE(pager.table().holds(5));
+}
+
+// A READ pinned on a copy whose WRITE has not run yet, the slot then freed
+// and handed out again: the first WRITE must still run (the READ waits for
+// it), and the second lands after both.
+TEST(PagerTest, AWriteNeverWaitsForAReadOfItsOwnCopy) {
+  harness::TestbedSpec t;
+  t.system = "static_mr";
+  t.knobs = {{"granularity", "1MB"}};
+  t.pool_bytes = 16ull << 20;
+  harness::Testbed tb(t);
+  SwapSpace space({.area = {.pages = 1024, .cpus = 2}});
+  Pager pager(tb.cn(0), tb.runtime(), space.map(), {1024, 1ull << 20, SegmentPolicy::kLazy, 2});
+  auto body = [&]() -> Task<void> {
+    EXPECT_TRUE((co_await pager.Open()).ok());
+    const SwapIo old_copy{0, 7, 5}, new_copy{0, 9, 5};
+    const Pager::WriteTicket t1 = pager.QueueWrite(old_copy);
+    tb.runtime().Spawn(pager.SwapIn(1, old_copy, IoRole::kPrefetch, pager.Pin(5)));
+    pager.Release({5});
+    const Pager::WriteTicket t2 = pager.QueueWrite(new_copy);
+    tb.runtime().Spawn(pager.SwapOut(1, new_copy, t2));
+    co_await pager.SwapOut(0, old_copy, t1);
+    co_await pager.SwapIn(1, new_copy, IoRole::kSync, pager.Pin(5));
+  };
+  tb.Run(body());
+  EXPECT_EQ(pager.stats().stamp_mismatches, 0u) << pager.stats().first_mismatch;
+  EXPECT_EQ(pager.stats().failures, 0u) << pager.stats().first_failure;
+  EXPECT_EQ(pager.stats().reads, 2u);
+  EXPECT_EQ(pager.stats().writes, 2u);
 }
 
 }  // namespace
