@@ -82,10 +82,10 @@ bench: release
 	./build/release/microbench/sim_speed_bench --benchmark_min_time=1
 
 format:
-	find fabric systems microbench apps cli tests \( -name '*.h' -o -name '*.cc' \) -print0 | xargs -0 clang-format -i
+	find fabric systems harness microbench apps cli tests \( -name '*.h' -o -name '*.cc' \) -print0 | xargs -0 clang-format -i
 
 format-check:
-	find fabric systems microbench apps cli tests \( -name '*.h' -o -name '*.cc' \) -print0 | xargs -0 clang-format --dry-run --Werror
+	find fabric systems harness microbench apps cli tests \( -name '*.h' -o -name '*.cc' \) -print0 | xargs -0 clang-format --dry-run --Werror
 
 clean:
 	rm -rf build
