@@ -139,23 +139,32 @@ TEST(SwapRunTest, BadSpecsAreNamed) {
   EXPECT_THROW(RunSwap(tb, s), systems::ConfigError);
 }
 
-}  // namespace
-}  // namespace dmb::apps::swap
-
-namespace dmb::apps::swap {
-namespace {
+// One CN's pager on Static-MR (1 MB chunks) over a 1,024-slot area, two
+// paging cores.
+class PagerTest : public ::testing::Test {
+ protected:
+  static harness::TestbedSpec Bed() {
+    harness::TestbedSpec t;
+    t.system = "static_mr";
+    t.knobs = {{"granularity", "1MB"}};
+    t.pool_bytes = 16ull << 20;
+    return t;
+  }
+  void ExpectTwoReadsTwoWritesClean() const {
+    EXPECT_EQ(pager.stats().stamp_mismatches, 0u) << pager.stats().first_mismatch;
+    EXPECT_EQ(pager.stats().failures, 0u) << pager.stats().first_failure;
+    EXPECT_EQ(pager.stats().reads, 2u);
+    EXPECT_EQ(pager.stats().writes, 2u);
+  }
+  harness::Testbed tb{Bed()};
+  SwapSpace space{{.area = {.pages = 1024, .cpus = 2}}};
+  Pager pager{tb.cn(0), tb.runtime(), space.map(), {1024, 1ull << 20, SegmentPolicy::kLazy, 2}};
+};
 
 // A slot freed while its copy is being read, then handed out again and
 // written before that READ lands: the old READ still finds the old copy, the
 // new WRITE waits for it, and nothing is corrupted or refused.
-TEST(PagerTest, ASlotReusedUnderAReadWaitsForIt) {
-  harness::TestbedSpec t;
-  t.system = "static_mr";
-  t.knobs = {{"granularity", "1MB"}};
-  t.pool_bytes = 16ull << 20;
-  harness::Testbed tb(t);
-  SwapSpace space({.area = {.pages = 1024, .cpus = 2}});
-  Pager pager(tb.cn(0), tb.runtime(), space.map(), {1024, 1ull << 20, SegmentPolicy::kLazy, 2});
+TEST_F(PagerTest, ASlotReusedUnderAReadWaitsForIt) {
   auto body = [&]() -> Task<void> {
     EXPECT_TRUE((co_await pager.Open()).ok());
     const SwapIo old_copy{0, 7, 5}, new_copy{0, 9, 5};
@@ -171,24 +180,14 @@ TEST(PagerTest, ASlotReusedUnderAReadWaitsForIt) {
     co_await pager.Quiesce();
   };
   tb.Run(body());
-  EXPECT_EQ(pager.stats().stamp_mismatches, 0u) << pager.stats().first_mismatch;
-  EXPECT_EQ(pager.stats().failures, 0u) << pager.stats().first_failure;
-  EXPECT_EQ(pager.stats().reads, 2u);
-  EXPECT_EQ(pager.stats().writes, 2u);
+  ExpectTwoReadsTwoWritesClean();
   EXPECT_TRUE(pager.table().holds(5));
 }
 
 // A READ pinned on a copy whose WRITE has not run yet, the slot then freed
 // and handed out again: the first WRITE must still run (the READ waits for
 // it), and the second lands after both.
-TEST(PagerTest, AWriteNeverWaitsForAReadOfItsOwnCopy) {
-  harness::TestbedSpec t;
-  t.system = "static_mr";
-  t.knobs = {{"granularity", "1MB"}};
-  t.pool_bytes = 16ull << 20;
-  harness::Testbed tb(t);
-  SwapSpace space({.area = {.pages = 1024, .cpus = 2}});
-  Pager pager(tb.cn(0), tb.runtime(), space.map(), {1024, 1ull << 20, SegmentPolicy::kLazy, 2});
+TEST_F(PagerTest, AWriteNeverWaitsForAReadOfItsOwnCopy) {
   auto body = [&]() -> Task<void> {
     EXPECT_TRUE((co_await pager.Open()).ok());
     const SwapIo old_copy{0, 7, 5}, new_copy{0, 9, 5};
@@ -201,10 +200,7 @@ TEST(PagerTest, AWriteNeverWaitsForAReadOfItsOwnCopy) {
     co_await pager.SwapIn(1, new_copy, IoRole::kSync, pager.Pin(5));
   };
   tb.Run(body());
-  EXPECT_EQ(pager.stats().stamp_mismatches, 0u) << pager.stats().first_mismatch;
-  EXPECT_EQ(pager.stats().failures, 0u) << pager.stats().first_failure;
-  EXPECT_EQ(pager.stats().reads, 2u);
-  EXPECT_EQ(pager.stats().writes, 2u);
+  ExpectTwoReadsTwoWritesClean();
 }
 
 }  // namespace

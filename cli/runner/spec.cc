@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -102,18 +103,10 @@ double Number(const YAML::Node& n, const std::string& where) {
   return ParseDouble(Scalar(n, where), where);
 }
 
-// Checks one parameter value; returns its canonical spelling.
-std::string CheckParam(const std::string& key, const std::string& v, const std::string& where) {
-  auto positive = [&](uint64_t min) {
-    if (!IsUint(v) || std::stoull(v) < min) {
-      Fail(where, "expected an integer >= " + std::to_string(min) + ", got \"" + v + "\"");
-    }
-    return std::to_string(std::stoull(v));
-  };
-  if (key == "threads" || key == "cns" || key == "ops" || key == "keys" || key == "batch" ||
-      key == "tasks") {
-    return positive(1);
-  }
+// The swap op's own parameters (scale, local, swap_gb, cover, app); nullopt
+// for any other key.
+std::optional<std::string> CheckSwapParam(const std::string& key, const std::string& v,
+                                          const std::string& where) {
   if (key == "scale" || key == "local") {
     const double d = ParseDouble(v, where);
     if (!(d > 0 && d <= 1)) Fail(where, "expected a number in (0, 1], got \"" + v + "\"");
@@ -138,6 +131,22 @@ std::string CheckParam(const std::string& key, const std::string& v, const std::
     }
     return v;
   }
+  return std::nullopt;
+}
+
+// Checks one parameter value; returns its canonical spelling.
+std::string CheckParam(const std::string& key, const std::string& v, const std::string& where) {
+  auto positive = [&](uint64_t min) {
+    if (!IsUint(v) || std::stoull(v) < min) {
+      Fail(where, "expected an integer >= " + std::to_string(min) + ", got \"" + v + "\"");
+    }
+    return std::to_string(std::stoull(v));
+  };
+  if (key == "threads" || key == "cns" || key == "ops" || key == "keys" || key == "batch" ||
+      key == "tasks") {
+    return positive(1);
+  }
+  if (auto swap = CheckSwapParam(key, v, where)) return *swap;
   if (key == "workload") {
     if (v != "fillsync" && v != "ycsbd" && v != "insert") {
       Fail(where, "expected fillsync, ycsbd or insert, got \"" + v + "\"");

@@ -14,7 +14,7 @@ namespace {
 
 // The CPU work the MN and CN cores declare (verbs calls, RPC handling,
 // approach bookkeeping), each with its source.
-std::vector<CpuCostDef> Cx5CpuCosts() {
+std::vector<CpuCostDef> VerbsAndRpcCpuCosts() {
   return {
       // Registration cost = base + pages * per-page (pinning, translation),
       // each page size fitted on one source's own two numbers (issue 14 #6):
@@ -73,10 +73,16 @@ std::vector<CpuCostDef> Cx5CpuCosts() {
        "assumption: pop/push a free list and update an owner table (a few cache misses)"},
       {"patronus.lease_check", 0.01,
        "assumption: one lease word compared per active lease in the expiry poll"},
-      // The swap application (apps/swap, issue 16): a CN's kernel paging
-      // path and the applications' own work. No paper gives these
-      // primitives; Figures 2, 8 and 9 normalize execution time, so what
-      // matters is their ratio to the remote I/O the fabric charges.
+  };
+}
+
+// The swap application's CN costs (apps/swap, issue 16).
+std::vector<CpuCostDef> SwapCpuCosts() {
+  return {
+      // A CN's kernel paging path and the applications' own work. No paper
+      // gives these primitives; Figures 2, 8 and 9 normalize execution
+      // time, so what matters is their ratio to the remote I/O the fabric
+      // charges.
       {"swap.fault_major", 2.0,
        "assumption: do_swap_page around the READ (trap, swap-cache insert, memcg charge, "
        "frontswap call, PTE install) on a 2.2 GHz Xeon"},
@@ -102,12 +108,25 @@ std::vector<CpuCostDef> Cx5CpuCosts() {
        "network stack)"},
       {"swap.app_page_bc", 1.0,
        "assumption (measured upper bound: about 0.85 us per touched page, our BC)"},
+  };
+}
+
+std::vector<CpuCostDef> FineMemCpuCosts() {
+  return {
       // FineMem: applications reach the per-CN allocation service over IPC.
       {"finemem.ipc", 2.0, "[FM] §4.3 / Fig 11 breakdown: IPC adds 2-10 us (low end: idle worker)"},
       {"finemem.scan_per_chunk", 0.0006,
        "[FM] §4.3: scanning 25 M chunk entries (100 GB) takes 15 ms"},
       {"finemem.recover_per_entry", 1.0, "[FM] §4.2: recovery handles ~1 M entries per second"},
   };
+}
+
+// In this order (the calibration hash runs over it).
+std::vector<CpuCostDef> Cx5CpuCosts() {
+  std::vector<CpuCostDef> all = VerbsAndRpcCpuCosts();
+  for (auto part : {SwapCpuCosts(), FineMemCpuCosts()})
+    all.insert(all.end(), part.begin(), part.end());
+  return all;
 }
 
 }  // namespace
