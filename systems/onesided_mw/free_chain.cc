@@ -46,12 +46,18 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   fabric::Node* mn = md->node();
   fabric::RequireCaps(*mn, {"cross_channel", "mw_type2", "masked_atomics"},
                       "onesided_mw free chain");
-  if (cfg.max_instances == 0) {
-    throw std::invalid_argument("onesided_mw free chain: max_instances must be >= 1");
-  }
-  if (cfg.recycle && (cfg.max_instances < 4 || !std::has_single_bit(cfg.max_instances))) {
+  const uint32_t n = cfg.max_instances;
+  if (n == 0 || cfg.lanes == 0 || n % cfg.lanes != 0) {
     throw std::invalid_argument(
-        "onesided_mw free chain: a recycling chain needs a power of two >= 4 instances");
+        "onesided_mw free chain: max_instances must be a positive multiple of lanes, got " +
+        std::to_string(n) + " / " + std::to_string(cfg.lanes));
+  }
+  const uint32_t per_lane = n / cfg.lanes;
+  if (cfg.recycle && (per_lane < 4 || !std::has_single_bit(per_lane))) {
+    throw std::invalid_argument(
+        "onesided_mw free chain: a recycling chain needs a power of two >= 4 instances per "
+        "lane, got " +
+        std::to_string(n) + " / " + std::to_string(cfg.lanes));
   }
   const uint32_t g = md->group_size();
   if (g > kMaxGroupSize) {
@@ -64,14 +70,12 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   ch->mn_ = mn;
   ch->md_ = md;
   ch->cfg_ = cfg;
-  const uint32_t n = cfg.max_instances;
   const bool rec = cfg.recycle;
 
   // Counted only (the MN CPU never polls them); WAITs read the counts.
   ch->frcq_ = mn->CreateCq(n, /*ignore_overrun=*/true);
-  ch->fscq_ = mn->CreateCq(n * 2, true);
-  ch->ucq_ = mn->CreateCq(n * kUnbindSignaled(g), true);
-  ch->lcq_ = mn->CreateCq(n * kWorkerSignaled, true);
+  ch->fscq_ = mn->CreateCq(n, true);
+  ch->rscq_ = mn->CreateCq(n, true);
   ch->ccq_ = mn->CreateCq(n, true);
 
   fabric::QpInitAttr f;
@@ -88,108 +92,172 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   f.invalidate_any_qp = false;  // the owner check (header comment)
   ch->f_ = mn->CreateQp(f);
 
-  // MN-only: MW k is bound to a CN's access QP, so U may invalidate any QP's.
-  ch->u_ = chain::LoopbackQp(cluster, mn,
-                             {.pd = md->data_pd(),
-                              .cq = ch->ucq_,
-                              .max_send_wr = n * (rec ? UnbindSlotWrs(g) : kUnbindWrs(g)),
+  fabric::QpInitAttr r;  // the replies: nothing comes in, nothing one-sided
+  r.pd = md->data_pd();
+  r.send_cq = ch->rscq_;
+  r.recv_cq = ch->rscq_;
+  r.max_send_wr = n * kReplyWrs;
+  r.max_recv_wr = 1;
+  r.max_send_sge = 1;
+  r.access = 0;
+  r.cross_channel = true;
+  r.manage_send = true;
+  ch->r_ = mn->CreateQp(r);
+
+  co_await ch->CreateLanes();
+  co_await ch->CreateScratch();
+  ch->cost_post_ = mn->Cost("verbs.post_send");
+  co_return ch;
+}
+
+Task<void> FreeChain::CreateLanes() {
+  const uint32_t g = md_->group_size();
+  const uint32_t per_lane = cfg_.max_instances / cfg_.lanes;
+  const bool rec = cfg_.recycle;
+  auto ring_mr = [&](fabric::Qp* qp, fabric::Pd* pd) -> Task<fabric::Mr*> {
+    co_return co_await mn_->RegMr(pd, qp->SendWqeAddr(0),
+                                  uint64_t{qp->send_ring_size()} * qp->send_wqe_stride(),
+                                  fabric::kLocalWrite);
+  };
+  for (uint32_t w = 0; w < cfg_.lanes; ++w) {
+    Lane ln;
+    ln.ucq = mn_->CreateCq(per_lane * kUnbindSignaled(g), true);
+    ln.lcq = mn_->CreateCq(per_lane * kWorkerSignaled, true);
+    // MN-only: MW k is bound to a CN's access QP, so U may invalidate any QP's.
+    ln.u = chain::LoopbackQp(cluster_, mn_,
+                             {.pd = md_->data_pd(),
+                              .cq = ln.ucq,
+                              .max_send_wr = per_lane * static_cast<uint32_t>(UnbindStride()),
                               .max_send_sge = 2,
                               .managed = true,
                               // U's copy READ is served by U itself (loopback).
                               .access = fabric::kRemoteRead,
                               .invalidate_any_qp = true});
-  ch->l_ = chain::LoopbackQp(cluster, mn,
-                             {.pd = md->meta_pd(),
-                              .cq = ch->lcq_,
-                              .max_send_wr = n * (rec ? kWorkerSlotWrs : kWorkerWrs),
+    ln.l = chain::LoopbackQp(cluster_, mn_,
+                             {.pd = md_->meta_pd(),
+                              .cq = ln.lcq,
+                              .max_send_wr = per_lane * static_cast<uint32_t>(WorkerStride()),
                               .max_send_sge = std::max<uint32_t>(g + 6, 2 * g + 4),
                               .managed = true});
-  // Recycling: C runs only as far as it enabled itself.
-  ch->c_ = chain::LoopbackQp(cluster, mn,
-                             {.pd = md->meta_pd(),
-                              .cq = ch->ccq_,
-                              .max_send_wr = n * (rec ? kControlSlotWrs : kControlWrs),
+    // Recycling: C runs only as far as it enabled itself.
+    ln.c = chain::LoopbackQp(cluster_, mn_,
+                             {.pd = md_->meta_pd(),
+                              .cq = ccq_,
+                              .max_send_wr = per_lane * (rec ? kControlSlotWrs : kControlWrs),
                               .managed = rec});
-
-  auto ring_mr = [&](fabric::Qp* qp, fabric::Pd* pd) -> Task<fabric::Mr*> {
-    co_return co_await mn->RegMr(pd, qp->SendWqeAddr(0),
-                                 uint64_t{qp->send_ring_size()} * qp->send_wqe_stride(),
-                                 fabric::kLocalWrite);
-  };
-  ch->l_ring_data_mr_ = co_await ring_mr(ch->l_, md->data_pd());
-  ch->f_ring_meta_mr_ = co_await ring_mr(ch->f_, md->meta_pd());
-  ch->u_ring_meta_mr_ = co_await ring_mr(ch->u_, md->meta_pd());
-  if (rec) {
-    ch->boot_ = chain::LoopbackQp(cluster, mn, {.pd = md->meta_pd(), .cq = ch->ccq_});
-    ch->c_ring_data_mr_ = co_await ring_mr(ch->c_, md->data_pd());
+    ln.l_ring_data_mr = co_await ring_mr(ln.l, md_->data_pd());
+    ln.u_ring_meta_mr = co_await ring_mr(ln.u, md_->meta_pd());
+    if (rec) ln.c_ring_data_mr = co_await ring_mr(ln.c, md_->data_pd());
+    lanes_.push_back(ln);
   }
-
-  const uint64_t scratch_bytes = kScratchSlotsOff + kSlotBytes * n;
-  ch->scratch_ = mn->memory().Alloc(scratch_bytes, 64);
-  mn->memory().Fill(ch->scratch_, 0, scratch_bytes);
-  ch->scratch_meta_mr_ = co_await mn->RegMr(md->meta_pd(), ch->scratch_, scratch_bytes,
-                                            fabric::kLocalWrite | fabric::kRemoteRead);
-  ch->scratch_data_mr_ = co_await mn->RegMr(md->data_pd(), ch->scratch_, scratch_bytes,
-                                            fabric::kLocalWrite | fabric::kRemoteRead);
-  ch->cost_post_ = mn->Cost("verbs.post_send");
-  co_return ch;
+  f_ring_meta_mr_ = co_await ring_mr(f_, md_->meta_pd());
+  if (rec) {
+    boot_ = chain::LoopbackQp(cluster_, mn_,
+                              {.pd = md_->meta_pd(), .cq = ccq_, .max_send_wr = cfg_.lanes});
+  }
 }
 
-std::vector<uint64_t> FreeChain::ControlValues(uint64_t s, uint32_t g, bool recycle) {
+Task<void> FreeChain::CreateScratch() {
+  const uint64_t scratch_bytes = kScratchSlotsOff + kSlotBytes * cfg_.max_instances;
+  scratch_ = mn_->memory().Alloc(scratch_bytes, 64);
+  mn_->memory().Fill(scratch_, 0, scratch_bytes);
+  scratch_meta_mr_ = co_await mn_->RegMr(md_->meta_pd(), scratch_, scratch_bytes,
+                                         fabric::kLocalWrite | fabric::kRemoteRead);
+  scratch_data_mr_ = co_await mn_->RegMr(md_->data_pd(), scratch_, scratch_bytes,
+                                         fabric::kLocalWrite | fabric::kRemoteRead);
+}
+
+uint64_t FreeChain::UnbindStride() const {
+  const uint32_t g = md_->group_size();
+  return cfg_.recycle ? UnbindSlotWrs(g) : kUnbindWrs(g);
+}
+
+FreeChain::Bases FreeChain::BasesOf(uint64_t s) const {
+  Bases b;
+  b.s = s;
+  b.w = s % cfg_.lanes;
+  b.j = s / cfg_.lanes;
+  b.f0 = kFreeWrs * s;
+  b.r0 = kReplyWrs * s;
+  b.u0 = UnbindStride() * b.j;
+  b.l0 = WorkerStride() * b.j;
+  b.slot = scratch_ + kScratchSlotsOff + kSlotBytes * (s % cfg_.max_instances);
+  return b;
+}
+
+namespace {
+// Instance s's values for strides u (U) and l (L): the order of TailValues.
+std::vector<uint64_t> TailFor(uint64_t s, uint32_t g, uint32_t lanes, uint64_t u, uint64_t l) {
+  const uint64_t j = s / lanes;
+  const uint64_t lc = FreeChain::kWorkerSignaled * j;
+  return {lc + 1,
+          s + 1,
+          u * j + FreeChain::kUnbindWrs(g),
+          uint64_t{FreeChain::kUnbindSignaled(g)} * (j + 1),
+          l * j + 4,
+          lc + FreeChain::kWorkerSignaled,
+          FreeChain::kReplyWrs * (s + 1),
+          lc + FreeChain::kWorkerSignaled};
+}
+}  // namespace
+
+std::vector<uint64_t> FreeChain::TailValues(uint64_t s, uint32_t g, uint32_t lanes) {
+  return TailFor(s, g, lanes, UnbindSlotWrs(g), kWorkerSlotWrs);
+}
+
+std::vector<uint64_t> FreeChain::Tail(uint64_t s) const {
+  return TailFor(s, md_->group_size(), cfg_.lanes, UnbindStride(), WorkerStride());
+}
+
+std::vector<uint64_t> FreeChain::ControlValues(uint64_t s, uint32_t g, bool recycle,
+                                               uint32_t lanes) {
   (void)g;
-  const uint64_t f0 = kFreeWrs * s;
-  const uint64_t l0 = (recycle ? kWorkerSlotWrs : kWorkerWrs) * s;
-  const uint64_t lc = kWorkerSignaled * s;
+  const uint64_t j = s / lanes;
+  const uint64_t l0 = (recycle ? kWorkerSlotWrs : kWorkerWrs) * j;
+  const uint64_t lc = kWorkerSignaled * j;
   const uint64_t rq = recycle ? kRecvsPerRequestRecycle : 1;
-  std::vector<uint64_t> v = {lc,     rq * (s + 1), l0 + 1, lc + 1, f0 + 3,
-                             lc + 3, l0 + 4,       lc + 4, l0 + 7};
-  if (recycle) v.push_back(kControlSlotWrs * (s + 2));
+  std::vector<uint64_t> v = {lc, rq * (s + 1), l0 + 1, kFreeWrs * (s + 1), lc + 4, l0 + 7};
+  if (recycle) v.push_back(kControlSlotWrs * (j + 2));
   return v;
 }
 
-std::vector<uint64_t> FreeChain::TailValues(uint64_t s, uint32_t g) {
-  const uint64_t u0 = UnbindSlotWrs(g) * s;
-  const uint64_t l0 = kWorkerSlotWrs * s;
-  return {2 * s + 1, u0 + kUnbindWrs(g),        uint64_t{kUnbindSignaled(g)} * (s + 1),
-          l0 + 3,    kWorkerSignaled * (s + 1), kFreeWrs * (s + 1)};
-}
-
-// U's part of instance s: the owner check by data, then the unbinds, then
+// U_w's part of instance s: the owner check by data, then the unbinds, then
 // the copy that gives L2..L5 their operands (header: "The owner check").
-void FreeChain::PostUnbindPart(uint64_t s, uint64_t slot, uint64_t l0) {
+void FreeChain::PostUnbindPart(const Bases& b) {
   const uint32_t g = md_->group_size();
-  const uint64_t tag = s << 8;
-  const uint64_t u0 = u_->next_send_index();
-  SendWr b;
-  b.wr_id = tag | 0x2f;
-  b.opcode = Opcode::kBindMw;
-  b.bind_mw_rkey = 0;   // <- L1 (MW 0's rkey); 0 never binds
-  b.bind_new_rkey = 0;  // <- L1
-  b.bind_addr = 0;      // <- L1 (the chunk)
-  b.bind_length = md_->config().chunk_bytes;
-  b.bind_mr_lkey = md_->pool_mr()->lkey();
-  b.bind_access = 0;  // nothing through it: it only proves MW 0 was free
-  b.bind_qpn = 0;     // U itself, which no CN reaches
-  Post(u_, b, "U BIND_MW MW 0 (owner check)");
-  Post(u_, LocalInv(tag | 0x30), "U LOCAL_INV MW 0");
-  for (uint32_t k = 1; k < g; ++k) Post(u_, LocalInv(tag | (0x30 + k)), "U LOCAL_INV MW k");
+  const Lane& ln = LaneOf(b);
+  const std::vector<uint64_t> t = Tail(b.s);
+  const uint64_t tag = b.s << 8;
+  SendWr bind;
+  bind.wr_id = tag | 0x2f;
+  bind.opcode = Opcode::kBindMw;
+  bind.bind_mw_rkey = 0;   // <- L1 (MW 0's rkey); 0 never binds
+  bind.bind_new_rkey = 0;  // <- L1
+  bind.bind_addr = 0;      // <- L1 (the chunk)
+  bind.bind_length = md_->config().chunk_bytes;
+  bind.bind_mr_lkey = md_->pool_mr()->lkey();
+  bind.bind_access = 0;  // nothing through it: it only proves MW 0 was free
+  bind.bind_qpn = 0;     // U itself, which no CN reaches
+  Post(ln.u, bind, "U BIND_MW MW 0 (owner check)");
+  Post(ln.u, LocalInv(tag | 0x30), "U LOCAL_INV MW 0");
+  for (uint32_t k = 1; k < g; ++k) Post(ln.u, LocalInv(tag | (0x30 + k)), "U LOCAL_INV MW k");
   SendWr c;
   c.wr_id = tag | 0x3f;
   c.opcode = Opcode::kRead;
-  c.remote_addr = slot + 16;  // owner_ptr, handle as L1 read them
+  c.remote_addr = b.slot + 16;  // owner_ptr, handle as L1 read them
   c.rkey = scratch_data_mr_->rkey();
-  c.sg_list = {{l_->SendWqeAddr(l0 + 1) + WqeLayout::kRemoteAddr, 8, l_ring_data_mr_->lkey()},
-               {slot + 8, 8, scratch_data_mr_->lkey()}};
-  Post(u_, c, "U copy READ");
-  Post(u_, chain::WaitWr(ucq_, uint64_t{kUnbindSignaled(g)} * (s + 1)), "U WAIT");
-  Post(u_, chain::EnableWr(l_, l0 + 3), "U ENABLE L2-L3");
-  const uint32_t u_per = cfg_.recycle ? UnbindSlotWrs(g) : kUnbindWrs(g);
-  for (uint64_t i = u_->next_send_index() - u0; i < u_per; ++i) Post(u_, chain::NopWr(), "U NOP");
+  c.sg_list = {{ln.l->SendWqeAddr(b.l0 + 1) + WqeLayout::kRemoteAddr, 8, ln.l_ring_data_mr->lkey()},
+               {b.slot + 8, 8, scratch_data_mr_->lkey()}};
+  Post(ln.u, c, "U copy READ");
+  Post(ln.u, chain::WaitWr(ln.ucq, t[3]), "U WAIT");
+  Post(ln.u, chain::EnableWr(ln.l, t[4]), "U ENABLE L2-L4");
+  for (uint64_t i = kUnbindWrs(g); i < UnbindStride(); ++i) Post(ln.u, chain::NopWr(), "U NOP");
 }
 
 Task<void> FreeChain::Arm(uint32_t n) {
-  if (f_->state() != QpState::kRts) {
-    throw fabric::VerbsError(EINVAL, "onesided_mw free chain: Arm needs the Free QP connected");
+  if (f_->state() != QpState::kRts || r_->state() != QpState::kRts) {
+    throw fabric::VerbsError(EINVAL,
+                             "onesided_mw free chain: Arm needs the Free and reply QPs connected");
   }
   const bool rec = cfg_.recycle;
   if (rec && (armed_ != 0 || n != cfg_.max_instances)) {
@@ -197,138 +265,124 @@ Task<void> FreeChain::Arm(uint32_t n) {
                              "onesided_mw free chain: a recycling chain is armed once, with "
                              "all max_instances instances");
   }
-  const uint32_t g = md_->group_size();
-  for (uint32_t j = 0; j < n; ++j) {
-    const Bases b{armed_, f_->next_send_index(), u_->next_send_index(), l_->next_send_index(),
-                  scratch_ + kScratchSlotsOff + kSlotBytes * (armed_ % cfg_.max_instances)};
+  for (uint32_t i = 0; i < n; ++i) {
+    const Bases b = BasesOf(armed_);
     PostFreePart(b);
-    PostUnbindPart(b.s, b.slot, b.l0);
+    PostReplyPart(b);
+    PostUnbindPart(b);
     PostEntryRead(b);
     PostWorkerSteps(b);
     if (rec) PostRestore(b);
     PostRecvs(b);
     PostControlPart(b);
     ++armed_;
-    const uint32_t wrs = rec ? 2 + kFreeWrs + UnbindSlotWrs(g) + kWorkerSlotWrs + kControlSlotWrs
-                             : 1 + kFreeWrs + kUnbindWrs(g) + kWorkerWrs + kControlWrs;
-    co_await mn_->cpu().Work(cost_post_, wrs);
+    const uint64_t wrs = (rec ? 2 : 1) + kFreeWrs + kReplyWrs + UnbindStride() + WorkerStride() +
+                         (rec ? kControlSlotWrs : kControlWrs);
+    co_await mn_->cpu().Work(cost_post_, static_cast<uint32_t>(wrs));
   }
   if (rec) {
-    chain::PostOrThrow(boot_, chain::EnableWr(c_, kControlSlotWrs), "onesided_mw free chain",
-                       "ENABLE C's first instance");
-    co_await mn_->cpu().Work(cost_post_, 1);
+    for (const Lane& ln : lanes_) {
+      chain::PostOrThrow(boot_, chain::EnableWr(ln.c, kControlSlotWrs), "onesided_mw free chain",
+                         "ENABLE C's first instance");
+    }
+    co_await mn_->cpu().Work(cost_post_, cfg_.lanes);
   }
 }
 
-// F's part of instance s: inv0 (the owner check), WAIT, ENABLE U, reply.
+// F's part of instance s: wait for the lane's L1, inv0 (the owner check),
+// WAIT for it, ENABLE U_w.
 void FreeChain::PostFreePart(const Bases& b) {
-  const uint32_t g = md_->group_size();
-  const uint64_t tag = b.s << 8;
-  const uint64_t s = b.s;
-  const uint64_t u0 = b.u0;
-  // F: inv0, WAIT, ENABLE U, reply.
-  chain::PostOrThrow(f_, LocalInv(tag | 0x10), "onesided_mw free chain", "F LOCAL_INV MW 0");
-  chain::PostOrThrow(f_, chain::WaitWr(fscq_, 2 * s + 1), "onesided_mw free chain", "F WAIT inv0");
-  chain::PostOrThrow(f_, chain::EnableWr(u_, u0 + kUnbindWrs(g)), "onesided_mw free chain",
-                     "F ENABLE U");
-  {
-    SendWr r;
-    r.wr_id = tag | 0x20;
-    r.opcode = Opcode::kSend;  // zero bytes: the RECV CQE is the answer
-    chain::PostOrThrow(f_, r, "onesided_mw free chain", "F reply SEND");
-  }
+  const Lane& ln = LaneOf(b);
+  const std::vector<uint64_t> t = Tail(b.s);
+  Post(f_, chain::WaitWr(ln.lcq, t[0]), "F WAIT L1");
+  Post(f_, LocalInv((b.s << 8) | 0x10), "F LOCAL_INV MW 0");
+  Post(f_, chain::WaitWr(fscq_, t[1]), "F WAIT inv0");
+  Post(f_, chain::EnableWr(ln.u, t[2]), "F ENABLE U");
+}
+
+// R's part of instance s: wait for the lane's L5, then the reply.
+void FreeChain::PostReplyPart(const Bases& b) {
+  const std::vector<uint64_t> t = Tail(b.s);
+  Post(r_, chain::WaitWr(LaneOf(b).lcq, t[7]), "R WAIT L5");
+  SendWr r;
+  r.wr_id = (b.s << 8) | 0x20;
+  r.opcode = Opcode::kSend;  // zero bytes: the RECV CQE is the answer
+  r.flags = 0;
+  Post(r_, r, "R reply SEND");
 }
 
 // L1: READ the entry named by the request, scattered as the header says.
 void FreeChain::PostEntryRead(const Bases& b) {
   const uint32_t g = md_->group_size();
-  const uint64_t tag = b.s << 8;
-  const uint64_t f0 = b.f0, u0 = b.u0;
-  auto f_wqe = [&](uint64_t i) { return f_->SendWqeAddr(f0 + i); };
-  auto u_wqe = [&](uint64_t i) { return u_->SendWqeAddr(u0 + i); };
-  const uint64_t slot = b.slot;
-  const uint32_t meta_rkey = md_->meta_mr()->rkey();
+  const Lane& ln = LaneOf(b);
+  auto u_wqe = [&](uint64_t i) { return ln.u->SendWqeAddr(b.u0 + i); };
   const uint32_t smeta = scratch_meta_mr_->lkey();
-  // L1: READ the entry named by the request.
-  {
-    SendWr r;
-    r.wr_id = tag | 1;
-    r.opcode = Opcode::kRead;
-    r.remote_addr = 0;  // <- RECV (X); 0 faults
-    r.rkey = meta_rkey;
-    // owner_ptr and handle to the slot U's copy reads; MW 0's record
-    // (base, rkey, new rkey) into U.bind0; MW k's rkey into U.inv[k];
-    // the two copies of MW 0's rkey into F.inv0 and U.inv0.
-    const uint32_t ul = u_ring_meta_mr_->lkey();
-    r.sg_list.push_back({slot + 16, 16, smeta});
-    r.sg_list.push_back({u_wqe(0) + WqeLayout::kRemoteAddr, 16, ul});
-    for (uint32_t k = 1; k < g; ++k) {
-      r.sg_list.push_back({scratch_ + kScratchSinkOff, 12, smeta});  // base, rkey
-      r.sg_list.push_back({u_wqe(1 + k) + WqeLayout::kImmInvQpn, 4, ul});
-    }
-    r.sg_list.push_back({scratch_ + kScratchSinkOff, 8, smeta});  // owner_id
-    r.sg_list.push_back({f_wqe(0) + WqeLayout::kImmInvQpn, 4, f_ring_meta_mr_->lkey()});
-    r.sg_list.push_back({u_wqe(1) + WqeLayout::kImmInvQpn, 4, ul});
-    chain::PostOrThrow(l_, r, "onesided_mw free chain", "L1 READ entry");
+  SendWr r;
+  r.wr_id = (b.s << 8) | 1;
+  r.opcode = Opcode::kRead;
+  r.remote_addr = 0;  // <- RECV (X); 0 faults
+  r.rkey = md_->meta_mr()->rkey();
+  // owner_ptr and handle to the slot U's copy reads; MW 0's record
+  // (base, rkey, new rkey) into U.bind0; MW k's rkey into U.inv[k];
+  // the two copies of MW 0's rkey into F.inv0 and U.inv0.
+  const uint32_t ul = ln.u_ring_meta_mr->lkey();
+  r.sg_list.push_back({b.slot + 16, 16, smeta});
+  r.sg_list.push_back({u_wqe(0) + WqeLayout::kRemoteAddr, 16, ul});
+  for (uint32_t k = 1; k < g; ++k) {
+    r.sg_list.push_back({scratch_ + kScratchSinkOff, 12, smeta});  // base, rkey
+    r.sg_list.push_back({u_wqe(1 + k) + WqeLayout::kImmInvQpn, 4, ul});
   }
+  r.sg_list.push_back({scratch_ + kScratchSinkOff, 8, smeta});  // owner_id
+  r.sg_list.push_back(
+      {f_->SendWqeAddr(b.f0 + 1) + WqeLayout::kImmInvQpn, 4, f_ring_meta_mr_->lkey()});
+  r.sg_list.push_back({u_wqe(1) + WqeLayout::kImmInvQpn, 4, ul});
+  Post(ln.l, r, "L1 READ entry");
 }
 
 // L2..L7: clear the owner, claim the tail, insert the entry, release the reply.
 void FreeChain::PostWorkerSteps(const Bases& b) {
+  const Lane& ln = LaneOf(b);
+  const std::vector<uint64_t> t = Tail(b.s);
   const uint64_t tag = b.s << 8;
-  const uint64_t s = b.s;
-  const uint64_t f0 = b.f0, l0 = b.l0;
-  auto l_wqe = [&](uint64_t i) { return l_->SendWqeAddr(l0 + i); };
   const uint64_t faa_result = b.slot;         // u64 LE
   const uint64_t staged_handle = b.slot + 8;  // u64 BE
   const uint32_t meta_rkey = md_->meta_mr()->rkey();
   const uint32_t smeta = scratch_meta_mr_->lkey();
-  const Layout& lay = md_->layout();
-  // L2: owner_id := 0.
-  {
-    SendWr w;
-    w.wr_id = tag | 2;
-    w.opcode = Opcode::kWrite;
-    w.flags = fabric::kSignaled | fabric::kFence;  // after L1 landed, whoever enabled it
-    w.remote_addr = 0;                             // <- L1 (owner_ptr)
-    w.rkey = meta_rkey;
-    w.sg_list = {{scratch_ + kScratchZeroOff, 8, smeta}};
-    chain::PostOrThrow(l_, w, "onesided_mw free chain", "L2 WRITE owner_id");
-  }
+  SendWr w;  // L2: owner_id := 0
+  w.wr_id = tag | 2;
+  w.opcode = Opcode::kWrite;
+  w.flags = fabric::kSignaled | fabric::kFence;  // after L1 landed, whoever enabled it
+  w.remote_addr = 0;                             // <- U.copy (owner_ptr)
+  w.rkey = meta_rkey;
+  w.sg_list = {{scratch_ + kScratchZeroOff, 8, smeta}};
+  Post(ln.l, w, "L2 WRITE owner_id");
   // L3: claim the tail element: tail += 8 inside the ring.
-  chain::PostOrThrow(l_,
-                     chain::RingAdvanceWr(md_->tail_addr(), meta_rkey, lay.HeadBoundaryMask(),
-                                          faa_result, smeta, tag | 3),
-                     "onesided_mw free chain", "L3 masked FAA tail");
-  // L4: the element's address, byte-swapped into L5's remote_addr.
-  {
-    SendWr r;
-    r.wr_id = tag | 4;
-    r.opcode = Opcode::kRead;
-    r.flags = fabric::kSignaled | fabric::kFence;  // after L3's result landed
-    r.remote_addr = faa_result;
-    r.rkey = scratch_meta_mr_->rkey();
-    for (int b = 0; b < 8; ++b) {
-      r.sg_list.push_back({l_wqe(4) + WqeLayout::kRemoteAddr + 7 - b, 1, l_->wq_lkey()});
-    }
-    chain::PostOrThrow(l_, r, "onesided_mw free chain", "L4 swap READ");
+  Post(ln.l,
+       chain::RingAdvanceWr(md_->tail_addr(), meta_rkey, md_->layout().HeadBoundaryMask(),
+                            faa_result, smeta, tag | 3),
+       "L3 masked FAA tail");
+  SendWr r;  // L4: the element's address, byte-swapped into L5's remote_addr
+  r.wr_id = tag | 4;
+  r.opcode = Opcode::kRead;
+  r.flags = fabric::kSignaled | fabric::kFence;  // after L3's result landed
+  r.remote_addr = faa_result;
+  r.rkey = scratch_meta_mr_->rkey();
+  for (int i = 0; i < 8; ++i) {
+    r.sg_list.push_back(
+        {ln.l->SendWqeAddr(b.l0 + 4) + WqeLayout::kRemoteAddr + 7 - i, 1, ln.l->wq_lkey()});
   }
-  // L5: re-insert the entry (its own handle) at the claimed tail element.
-  {
-    SendWr w;
-    w.wr_id = tag | 5;
-    w.opcode = Opcode::kWrite;
-    w.flags = fabric::kSignaled | fabric::kFence;  // after L4 landed
-    w.remote_addr = 0;                             // <- L4
-    w.rkey = meta_rkey;
-    w.sg_list = {{staged_handle, 8, smeta}};
-    chain::PostOrThrow(l_, w, "onesided_mw free chain", "L5 WRITE element");
-  }
+  Post(ln.l, r, "L4 swap READ");
+  SendWr e;  // L5: re-insert the entry (its own handle) at the claimed tail element
+  e.wr_id = tag | 5;
+  e.opcode = Opcode::kWrite;
+  e.flags = fabric::kSignaled | fabric::kFence;  // after L4 landed
+  e.remote_addr = 0;                             // <- L4
+  e.rkey = meta_rkey;
+  e.sg_list = {{staged_handle, 8, smeta}};
+  Post(ln.l, e, "L5 WRITE element");
   // L6, L7: once L5 is acknowledged, release the reply.
-  chain::PostOrThrow(l_, chain::WaitWr(lcq_, kWorkerSignaled * (s + 1)), "onesided_mw free chain",
-                     "L6 WAIT element");
-  chain::PostOrThrow(l_, chain::EnableWr(f_, f0 + kFreeWrs), "onesided_mw free chain",
-                     "L7 ENABLE reply");
+  Post(ln.l, chain::WaitWr(ln.lcq, t[5]), "L6 WAIT element");
+  Post(ln.l, chain::EnableWr(r_, t[6]), "L7 ENABLE reply");
 }
 
 // L8 (recycling; unsignaled): a READ of zeros that puts the placeholders
@@ -339,35 +393,34 @@ void FreeChain::PostWorkerSteps(const Bases& b) {
 // re-inserting last round's entry, which may be someone else's by now.
 void FreeChain::PostRestore(const Bases& b) {
   const uint32_t g = md_->group_size();
-  auto f_wqe = [&](uint64_t i) { return f_->SendWqeAddr(b.f0 + i); };
-  auto u_wqe = [&](uint64_t i) { return u_->SendWqeAddr(b.u0 + i); };
-  auto l_wqe = [&](uint64_t i) { return l_->SendWqeAddr(b.l0 + i); };
+  const Lane& ln = LaneOf(b);
+  auto u_wqe = [&](uint64_t i) { return ln.u->SendWqeAddr(b.u0 + i); };
+  auto l_wqe = [&](uint64_t i) { return ln.l->SendWqeAddr(b.l0 + i); };
+  const uint32_t ul = ln.u_ring_meta_mr->lkey();
   SendWr z;
   z.wr_id = (b.s << 8) | 8;
   z.opcode = Opcode::kRead;
   z.flags = 0;
   z.remote_addr = scratch_ + kScratchZerosOff;
   z.rkey = scratch_meta_mr_->rkey();
-  z.sg_list.push_back({f_wqe(0) + WqeLayout::kImmInvQpn, 4, f_ring_meta_mr_->lkey()});
-  z.sg_list.push_back({u_wqe(0) + WqeLayout::kRkey, 8, u_ring_meta_mr_->lkey()});  // bind0
-  for (uint32_t k = 0; k < g; ++k) {                                               // inv0, inv[k]
-    z.sg_list.push_back({u_wqe(1 + k) + WqeLayout::kImmInvQpn, 4, u_ring_meta_mr_->lkey()});
+  z.sg_list.push_back(
+      {f_->SendWqeAddr(b.f0 + 1) + WqeLayout::kImmInvQpn, 4, f_ring_meta_mr_->lkey()});
+  z.sg_list.push_back({u_wqe(0) + WqeLayout::kRkey, 8, ul});  // bind0
+  for (uint32_t k = 0; k < g; ++k) {                          // inv0, inv[k]
+    z.sg_list.push_back({u_wqe(1 + k) + WqeLayout::kImmInvQpn, 4, ul});
   }
   for (uint32_t i : {0u, 1u, 4u}) {
-    z.sg_list.push_back({l_wqe(i) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()});
+    z.sg_list.push_back({l_wqe(i) + WqeLayout::kRemoteAddr, 8, ln.l->wq_lkey()});
   }
   z.sg_list.push_back({b.slot + 8, 8, scratch_meta_mr_->lkey()});  // the staged handle
-  Post(l_, z, "L8 READ zeros");
+  Post(ln.l, z, "L8 READ zeros");
 }
 
-// The RECV(s) that take the CN's request (and, recycling, re-arm C's next
+// The RECV(s) that take the CN's request (and, recycling, re-arm C_w's next
 // instance and this instance's tail).
 void FreeChain::PostRecvs(const Bases& b) {
   const uint32_t g = md_->group_size();
-  const uint64_t s = b.s;
-  auto f_wqe = [&](uint64_t i) { return f_->SendWqeAddr(b.f0 + i); };
-  auto u_wqe = [&](uint64_t i) { return u_->SendWqeAddr(b.u0 + i); };
-  auto l_wqe = [&](uint64_t i) { return l_->SendWqeAddr(b.l0 + i); };
+  const Lane& ln = LaneOf(b);
   const bool rec = cfg_.recycle;
   auto post_recv = [&](const RecvWr& rr) {
     if (const int rc = f_->PostRecv(rr); rc != 0) {
@@ -376,108 +429,129 @@ void FreeChain::PostRecvs(const Bases& b) {
     }
   };
   if (rec) {
-    RecvWr rv;  // C's next instance: every gate's count or index
-    rv.wr_id = 2 * s;
-    const uint64_t c_next = kControlSlotWrs * ((s + 1) % cfg_.max_instances);
+    RecvWr rv;  // C_w's next instance: every gate's count or index
+    rv.wr_id = 2 * b.s;
+    const uint64_t per_lane = cfg_.max_instances / cfg_.lanes;
+    const uint64_t c_next = kControlSlotWrs * ((b.j + 1) % per_lane);
     for (uint32_t i = 0; i < kControlWrs + 1; ++i) {
       rv.sg_list.push_back(
-          {c_->SendWqeAddr(c_next + i) + WqeLayout::kOperand0, 8, c_ring_data_mr_->lkey()});
+          {ln.c->SendWqeAddr(c_next + i) + WqeLayout::kOperand0, 8, ln.c_ring_data_mr->lkey()});
     }
     post_recv(rv);
   }
-  {
-    RecvWr rr;
-    rr.wr_id = rec ? 2 * s + 1 : s;
-    rr.sg_list.push_back({l_wqe(0) + WqeLayout::kRemoteAddr, 8, l_ring_data_mr_->lkey()});
-    if (rec) {
-      const uint32_t fl = f_->wq_lkey(), ul = u_->wq_lkey(), ll = l_ring_data_mr_->lkey();
-      rr.sg_list.push_back({f_wqe(1) + WqeLayout::kOperand0, 8, fl});      // F.wait
-      rr.sg_list.push_back({f_wqe(2) + WqeLayout::kOperand0, 8, fl});      // F.enable
-      rr.sg_list.push_back({u_wqe(g + 2) + WqeLayout::kOperand0, 8, ul});  // U.wait
-      rr.sg_list.push_back({u_wqe(g + 3) + WqeLayout::kOperand0, 8, ul});  // U.enable
-      rr.sg_list.push_back({l_wqe(5) + WqeLayout::kOperand0, 8, ll});      // L6
-      rr.sg_list.push_back({l_wqe(6) + WqeLayout::kOperand0, 8, ll});      // L7
-      rr.sg_list.push_back({f_->recv_doorbell_addr(), 4, fl});
-    }
-    post_recv(rr);
+  RecvWr rr;
+  rr.wr_id = rec ? 2 * b.s + 1 : b.s;
+  rr.sg_list.push_back(
+      {ln.l->SendWqeAddr(b.l0) + WqeLayout::kRemoteAddr, 8, ln.l_ring_data_mr->lkey()});
+  if (rec) {
+    auto field = [&](fabric::Qp* qp, uint64_t i, uint32_t lkey) {
+      rr.sg_list.push_back({qp->SendWqeAddr(i) + WqeLayout::kOperand0, 8, lkey});
+    };
+    const uint32_t fl = f_->wq_lkey(), ul = ln.u->wq_lkey(), ll = ln.l_ring_data_mr->lkey();
+    field(f_, b.f0 + 0, fl);         // F.wait1
+    field(f_, b.f0 + 2, fl);         // F.wait2
+    field(f_, b.f0 + 3, fl);         // F.enable
+    field(ln.u, b.u0 + g + 2, ul);   // U.wait
+    field(ln.u, b.u0 + g + 3, ul);   // U.enable
+    field(ln.l, b.l0 + 5, ll);       // L6
+    field(ln.l, b.l0 + 6, ll);       // L7
+    field(r_, b.r0, r_->wq_lkey());  // R.wait
+    rr.sg_list.push_back({f_->recv_doorbell_addr(), 4, fl});
   }
+  post_recv(rr);
 }
 
-// C: the gates, all on L's CQ (L does not fault while healthy).
+// C_w: the gates, all on L_w's CQ (L_w does not fault while healthy).
 void FreeChain::PostControlPart(const Bases& b) {
-  const uint32_t g = md_->group_size();
+  const Lane& ln = LaneOf(b);
   const bool rec = cfg_.recycle;
-  const uint64_t s = b.s;
-  const std::vector<uint64_t> cv = ControlValues(s, g, rec);
-  chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[0]), "onesided_mw free chain",
-                     "WAIT previous instance");
-  chain::PostOrThrow(c_, chain::WaitWr(frcq_, cv[1]), "onesided_mw free chain", "WAIT request");
-  chain::PostOrThrow(c_, chain::EnableWr(l_, cv[2]), "onesided_mw free chain", "ENABLE L1");
-  chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[3]), "onesided_mw free chain", "WAIT L1");
-  chain::PostOrThrow(c_, chain::EnableWr(f_, cv[4]), "onesided_mw free chain", "ENABLE F inv0");
-  chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[5]), "onesided_mw free chain", "WAIT L3");
-  chain::PostOrThrow(c_, chain::EnableWr(l_, cv[6]), "onesided_mw free chain", "ENABLE L4");
-  chain::PostOrThrow(c_, chain::WaitWr(lcq_, cv[7]), "onesided_mw free chain", "WAIT L4");
-  chain::PostOrThrow(c_, chain::EnableWr(l_, cv[8]), "onesided_mw free chain", "ENABLE L5-L7");
+  const std::vector<uint64_t> cv = ControlValues(b.s, md_->group_size(), rec, cfg_.lanes);
+  Post(ln.c, chain::WaitWr(ln.lcq, cv[0]), "C WAIT the lane's previous instance");
+  Post(ln.c, chain::WaitWr(frcq_, cv[1]), "C WAIT request");
+  Post(ln.c, chain::EnableWr(ln.l, cv[2]), "C ENABLE L1");
+  Post(ln.c, chain::EnableWr(f_, cv[3]), "C ENABLE F");
+  Post(ln.c, chain::WaitWr(ln.lcq, cv[4]), "C WAIT L4");
+  Post(ln.c, chain::EnableWr(ln.l, cv[5]), "C ENABLE L5-L7");
   if (rec) {
-    chain::PostOrThrow(c_, chain::EnableWr(c_, cv[9]), "onesided_mw free chain",
-                       "ENABLE C's next instance");
-    for (uint32_t k = kControlWrs + 1; k < kControlSlotWrs; ++k)
-      chain::PostOrThrow(c_, chain::NopWr(), "onesided_mw free chain", "C NOP padding");
+    Post(ln.c, chain::EnableWr(ln.c, cv[6]), "C ENABLE its next instance");
+    for (uint32_t k = kControlWrs + 1; k < kControlSlotWrs; ++k) {
+      Post(ln.c, chain::NopWr(), "C NOP padding");
+    }
   }
 }
 
 uint64_t FreeChain::frees_done() const {
   const uint32_t g = md_->group_size();
-  const uint64_t per = cfg_.recycle ? UnbindSlotWrs(g) : kUnbindWrs(g);
-  const uint64_t e = u_->counters().send_wrs_executed;
-  return e / per + (e % per >= kUnbindWrs(g) ? 1 : 0);
+  const uint64_t per = UnbindStride();
+  uint64_t done = 0;
+  for (const Lane& ln : lanes_) {
+    const uint64_t e = ln.u->counters().send_wrs_executed;
+    done += e / per + (e % per >= kUnbindWrs(g) ? 1 : 0);
+  }
+  return done;
 }
 
 bool FreeChain::Faulted() const {
-  return f_->QueryState() == QpState::kErr || u_->QueryState() == QpState::kErr ||
-         l_->QueryState() == QpState::kErr || c_->QueryState() == QpState::kErr;
+  if (f_->QueryState() == QpState::kErr || r_->QueryState() == QpState::kErr) return true;
+  for (const Lane& ln : lanes_) {
+    for (fabric::Qp* q : {ln.u, ln.l, ln.c}) {
+      if (q->QueryState() == QpState::kErr) return true;
+    }
+  }
+  return false;
 }
 
 Task<void> FreeChain::Quiesce(fabric::Runtime* rt) {
-  for (fabric::Qp* q : {c_, boot_, f_, u_}) {
+  auto stop = [](fabric::Qp* q) {
     if (q && q->state() != QpState::kErr) q->Modify(QpState::kErr);
+  };
+  for (fabric::Qp* q : {r_, f_, boot_}) stop(q);
+  for (const Lane& ln : lanes_) {
+    stop(ln.c);
+    stop(ln.u);
   }
   // L1..L5 of every instance are signaled: L is idle once every one of them
   // it started has completed (its unsignaled WAIT/ENABLE/READ tail holds
   // nothing the repair reads).
-  const uint64_t per = cfg_.recycle ? kWorkerSlotWrs : kWorkerWrs;
-  auto signaled_started = [&] {
-    const uint64_t e = l_->counters().send_wrs_executed;
-    return e / per * kWorkerSignaled + std::min<uint64_t>(e % per, kWorkerSignaled);
-  };
-  while (l_->state() != QpState::kErr && lcq_->total_completions() < signaled_started()) {
-    co_await rt->SleepFor(kPsPerUs);
+  const uint64_t per = WorkerStride();
+  for (const Lane& ln : lanes_) {
+    auto signaled_started = [&] {
+      const uint64_t e = ln.l->counters().send_wrs_executed;
+      return e / per * kWorkerSignaled + std::min<uint64_t>(e % per, kWorkerSignaled);
+    };
+    while (ln.l->state() != QpState::kErr && ln.lcq->total_completions() < signaled_started()) {
+      co_await rt->SleepFor(kPsPerUs);
+    }
+    stop(ln.l);
   }
-  if (l_->state() != QpState::kErr) l_->Modify(QpState::kErr);
 }
 
 Task<void> FreeChain::Destroy(fabric::Runtime* rt) {
-  co_await Quiesce(rt);  // L idle: nothing in flight touches the rings
+  co_await Quiesce(rt);  // every L idle: nothing in flight touches the rings
   chain::ChainParts parts;
-  parts.mrs = {c_ring_data_mr_, l_ring_data_mr_,  f_ring_meta_mr_,
-               u_ring_meta_mr_, scratch_meta_mr_, scratch_data_mr_};
-  parts.qps = {c_, boot_, f_, u_, l_};
-  parts.cqs = {frcq_, fscq_, ucq_, lcq_, ccq_};
+  parts.mrs = {f_ring_meta_mr_, scratch_meta_mr_, scratch_data_mr_};
+  parts.qps = {boot_, f_, r_};
+  parts.cqs = {frcq_, fscq_, rscq_, ccq_};
+  for (const Lane& ln : lanes_) {
+    parts.mrs.insert(parts.mrs.end(), {ln.c_ring_data_mr, ln.l_ring_data_mr, ln.u_ring_meta_mr});
+    parts.qps.insert(parts.qps.end(), {ln.c, ln.u, ln.l});
+    parts.cqs.insert(parts.cqs.end(), {ln.ucq, ln.lcq});
+  }
   parts.scratch = scratch_;
   parts.scratch_bytes = scratch_meta_mr_->length();
-  f_ = u_ = l_ = c_ = boot_ = nullptr;
+  f_ = r_ = boot_ = nullptr;
+  lanes_.clear();
   co_await chain::Teardown(mn_, std::move(parts));
 }
 
-FreeChain::Progress FreeChain::Inspect() const {
+FreeChain::Progress FreeChain::Inspect(uint32_t w) const {
   Progress p;
-  const uint64_t e = l_->counters().send_wrs_executed;
+  const uint64_t e = lanes_.at(w).l->counters().send_wrs_executed;
   if (e == 0) return p;
-  const uint64_t per = cfg_.recycle ? kWorkerSlotWrs : kWorkerWrs;
-  const uint64_t m = (e - 1) / per;
-  p.steps = static_cast<uint32_t>(e - m * per);
-  const uint64_t slot = scratch_ + kScratchSlotsOff + kSlotBytes * (m % cfg_.max_instances);
+  const uint64_t per = WorkerStride();
+  const uint64_t j = (e - 1) / per;
+  p.steps = static_cast<uint32_t>(e - j * per);
+  const uint64_t slot = BasesOf(j * cfg_.lanes + w).slot;
   p.element = mn_->memory().LoadU64(slot);
   uint8_t b[8];
   mn_->memory().Read(slot + 8, b, 8);
@@ -498,10 +572,10 @@ FreeClient::FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fa
       recycle_(recycle_instances),
       g_(group_size),
       lanes_(lanes) {
-  if (lanes == 0 || (recycle_ && 2 * lanes > recycle_)) {
+  if (lanes == 0 || (recycle_ && (recycle_ % lanes != 0 || recycle_ / lanes < 4))) {
     throw std::invalid_argument(
-        "onesided_mw FreeClient: lanes must be in [1, instances / 2], got " +
-        std::to_string(lanes));
+        "onesided_mw FreeClient: lanes must divide the chain's instances, 4 or more each; got " +
+        std::to_string(lanes) + " lanes for " + std::to_string(recycle_) + " instances");
   }
   const uint64_t bytes = recycle_ ? BufferBytes(lanes) : 8 * lanes;
   if (recycle_ && g_ == 0) {
@@ -523,9 +597,12 @@ FreeClient::FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fa
   a.max_recv_wr = std::max<uint32_t>(4, lanes);
   a.access = 0;  // the chain's reply is a SEND; nothing one-sided comes in
   qp_ = cn->CreateQp(a);
+  a.max_send_wr = 1;  // the reply QP only receives
+  reply_qp_ = cn->CreateQp(a);
 }
 
 FreeClient::~FreeClient() {
+  cn_->DestroyQp(reply_qp_);
   cn_->DestroyQp(qp_);
   cn_->DestroyCq(recv_cq_);
   if (owns_send_cq_) cn_->DestroyCq(send_cq_);
@@ -539,7 +616,8 @@ bool FreeClient::PostRequest(uint64_t seq, uint64_t handle) {
   uint64_t req_addr = slot;
   if (recycle_) {
     // The recycling chain's arguments (FreeChain's header).
-    const std::vector<uint64_t> cv = FreeChain::ControlValues(seq + 1, g_, true);
+    // C's gates of this lane's next instance.
+    const std::vector<uint64_t> cv = FreeChain::ControlValues(seq + lanes_, g_, true, lanes_);
     std::vector<uint8_t> vals(8 * cv.size());
     for (size_t i = 0; i < cv.size(); ++i) fabric::StoreBe64(vals.data() + 8 * i, cv[i]);
     cn_->memory().Write(slot, vals.data(), vals.size());
@@ -548,7 +626,7 @@ bool FreeClient::PostRequest(uint64_t seq, uint64_t handle) {
     v.flags = 0;
     v.sg_list = {{slot, static_cast<uint32_t>(vals.size()), mr_->lkey()}};
     sends.push_back(v);
-    std::vector<uint64_t> tail = FreeChain::TailValues(seq, g_);
+    std::vector<uint64_t> tail = FreeChain::TailValues(seq, g_, lanes_);
     if (tamper_) tamper_(seq, &tail);
     for (const uint64_t t : tail) {
       req.resize(req.size() + 8);
@@ -566,14 +644,14 @@ bool FreeClient::PostRequest(uint64_t seq, uint64_t handle) {
   s.flags = 0;
   s.sg_list = {{req_addr, static_cast<uint32_t>(req.size()), mr_->lkey()}};
   sends.push_back(s);
-  bool posted = qp_->PostRecv(RecvWr{}) == 0;  // no SGEs: the reply carries no data
+  bool posted = reply_qp_->PostRecv(RecvWr{}) == 0;  // no SGEs: the reply carries no data
   for (const SendWr& w : sends) posted = posted && qp_->PostSend(w) == 0;
   return posted;
 }
 
 Task<Status> FreeClient::Free(uint64_t handle, Ps timeout) {
   while (in_flight_ >= lanes_) co_await slot_free_.Wait();
-  if (qp_->state() == QpState::kErr) {
+  if (qp_->state() == QpState::kErr || reply_qp_->state() == QpState::kErr) {
     co_return Status(Code::kLaneBroken, "onesided_mw free: the Free QP is in ERR");
   }
   if (!PostRequest(next_seq_++, handle)) {
@@ -583,9 +661,11 @@ Task<Status> FreeClient::Free(uint64_t handle, Ps timeout) {
   // No suspension since the request was posted: turns are taken in request order.
   co_await reply_turn_.Lock();
   auto pending = std::make_shared<chain::ReplyDeadline>();
-  rt_->Spawn(chain::ArmDeadline(rt_, qp_, pending, timeout));
+  rt_->Spawn(chain::ArmDeadline(rt_, reply_qp_, pending, timeout));
   const fabric::WorkCompletion wc = co_await recv_cq_->Next();
   pending->done = true;
+  // A refused free kills both QPs: nothing more goes out on this pair.
+  if (pending->timed_out && qp_->state() != QpState::kErr) qp_->Modify(QpState::kErr);
   reply_turn_.Unlock();
   --in_flight_;
   slot_free_.NotifyAll();

@@ -89,7 +89,7 @@ class FreeChainTest : public SimFixture {
     cn->alloc =
         std::make_unique<AllocClient>(cn->node, cn->pd, &rt(), cn->mr, cn->buf + 0x8000, g_, rec);
     cn->free = std::make_unique<FreeClient>(cn->node, cn->pd, &rt(), cn->mr, cn->buf + 0x7000,
-                                            cn->node->CreateCq(64), rec, g_);
+                                            cn->node->CreateCq(64), rec, g_, lanes_);
     for (uint32_t k = 1; k < g_; ++k) {
       Qp* c = MakeQp(cn->node, cn->pd, cn->cq);
       Qp* m = MakeQp(mn_, data_pd_, mn_cq_);
@@ -100,11 +100,13 @@ class FreeChainTest : public SimFixture {
     FreeChainConfig fc;
     fc.max_instances = instances;
     fc.recycle = recycle_;
+    fc.lanes = lanes_;
     cluster_->RunToCompletion([](SimCluster* cl, Metadata* md, FreeChainConfig fc,
                                  std::unique_ptr<FreeChain>* out) -> Task<void> {
       *out = co_await FreeChain::Create(cl, md, fc);
     }(cluster_.get(), md_.get(), fc, &cn->fchain));
     cluster_->Connect(cn->free->qp(), cn->fchain->free_qp());
+    cluster_->Connect(cn->free->reply_qp(), cn->fchain->reply_qp());
     cluster_->RunToCompletion(cn->fchain->Arm(instances));
 
     AllocChainConfig cc;
@@ -136,6 +138,22 @@ class FreeChainTest : public SimFixture {
     Status s;
     cluster_->RunToCompletion(FreeInto(cn.free.get(), handle, &s));
     return s;
+  }
+  // Frees every handle at once (as many in flight as the client allows);
+  // returns how long the whole batch took.
+  Ps FreeAll(Cn& cn, const std::vector<uint64_t>& handles, std::vector<Status>* out) {
+    out->assign(handles.size(), Status());
+    const Ps t0 = sim().now();
+    Ps last = t0;  // when the last free returned (the deadlines' timers run on)
+    for (size_t i = 0; i < handles.size(); ++i) {
+      rt().Spawn(
+          [](FreeChainTest* t, FreeClient* c, uint64_t h, Status* st, Ps* last) -> Task<void> {
+            *st = co_await c->Free(h, kTimeout);
+            *last = std::max(*last, t->sim().now());
+          }(this, cn.free.get(), handles[i], &(*out)[i], &last));
+    }
+    sim().Run();
+    return last - t0;
   }
 
   SimMw* Window(uint32_t entry, uint32_t k) { return static_cast<SimMw*>(md_->mw(entry, k)); }
@@ -197,6 +215,7 @@ class FreeChainTest : public SimFixture {
   }
 
   uint32_t g_ = 3;
+  uint32_t lanes_ = 1;    // the free chain's (and its client's)
   bool recycle_ = false;  // both chains re-armed by the CN's requests
   Node* mn_ = nullptr;
   Pd* data_pd_ = nullptr;
@@ -523,6 +542,118 @@ TEST_F(FreeChainTest, ARecyclingFreeChainStillRefusesANonOwnerInALaterRound) {
     ASSERT_TRUE(Free(c1, r.value.handle).ok()) << i;
   }
   EXPECT_FALSE(c1.fchain->Faulted());
+}
+
+// ---- Lanes: several frees inside one Free QP at once ----------------------------
+
+// Frees on different lanes overlap: eight frees through four lanes take far
+// less than eight frees one after another, and the queue ends with every
+// entry exactly once.
+TEST_F(FreeChainTest, LanesRunFreesSideBySide) {
+  recycle_ = true;
+  lanes_ = 4;
+  Build(/*entries=*/16, /*cns=*/1, /*g=*/3, /*instances=*/16);
+  Cn& cn = *cns_[0];
+  std::vector<uint64_t> held;
+  for (int i = 0; i < 9; ++i) {
+    const Result<AllocGrant> r = Alloc(cn);
+    ASSERT_TRUE(r.ok()) << i << ": " << r.status.ToString();
+    held.push_back(r.value.handle);
+  }
+  std::vector<Status> st;
+  const Ps one = FreeAll(cn, {held.back()}, &st);
+  ASSERT_TRUE(st[0].ok()) << st[0].ToString();
+  held.pop_back();
+  const Ps eight = FreeAll(cn, held, &st);
+  for (size_t i = 0; i < st.size(); ++i) EXPECT_TRUE(st[i].ok()) << i << ": " << st[i].ToString();
+  std::cout << "one free " << PsToUs(one) << " us; eight frees through 4 lanes " << PsToUs(eight)
+            << " us\n";
+  EXPECT_LT(eight, 4 * one) << "one after another would take about 8x";
+  EXPECT_EQ(cn.fchain->frees_done(), 9u);
+  for (uint32_t w = 0; w < 4; ++w) {
+    EXPECT_GT(cn.fchain->unbind_qp(w)->counters().send_wrs_executed, 0u) << "lane " << w;
+  }
+  EXPECT_EQ(md_->LoadHead(), md_->LoadTail()) << "every claimed element was refilled";
+  std::vector<uint64_t> in_queue;
+  for (uint32_t i = 0; i < 16; ++i) in_queue.push_back(md_->LoadElement(i));
+  std::sort(in_queue.begin(), in_queue.end());
+  for (uint32_t e = 0; e < 16; ++e) {
+    EXPECT_EQ(in_queue[e], md_->entry_addr(e)) << "each entry exactly once in the queue";
+    ExpectUnbound(e);
+    EXPECT_EQ(md_->LoadEntry(e).owner_id, kNoOwner);
+  }
+  EXPECT_FALSE(cn.fchain->Faulted());
+}
+
+// A refused free in the middle of frees in flight on other lanes: the frees
+// before it (in request order) finish and are answered, the refused one gets
+// no reply, the one behind it is flushed unrun, and the victim keeps its
+// entry. The replies wait for their own instance's L5, so a later lane's
+// ENABLE of R never answers the refused free.
+TEST_F(FreeChainTest, ARefusedFreeAmongFreesInFlightIsTheOnlyOneRefused) {
+  recycle_ = true;
+  lanes_ = 4;
+  Build(/*entries=*/16, /*cns=*/2, /*g=*/3, /*instances=*/16);
+  Cn& attacker = *cns_[0];
+  Cn& victim = *cns_[1];
+  const Result<AllocGrant> theirs = Alloc(victim);
+  ASSERT_TRUE(theirs.ok()) << theirs.status.ToString();
+  std::vector<uint64_t> handles;
+  for (int i = 0; i < 3; ++i) {
+    const Result<AllocGrant> r = Alloc(attacker);
+    ASSERT_TRUE(r.ok()) << r.status.ToString();
+    handles.push_back(r.value.handle);
+  }
+  handles.insert(handles.begin() + 2, theirs.value.handle);  // request 2 of 4
+  std::vector<Status> st;
+  (void)FreeAll(attacker, handles, &st);
+  EXPECT_TRUE(st[0].ok()) << st[0].ToString();
+  EXPECT_TRUE(st[1].ok()) << st[1].ToString();
+  ExpectRefused(st[2]);
+  EXPECT_EQ(st[3].code(), Code::kLaneBroken) << st[3].ToString();
+  EXPECT_EQ(attacker.fchain->frees_done(), 2u);
+  const uint32_t ve = static_cast<uint32_t>((theirs.value.handle - md_->entry_addr(0)) /
+                                            md_->layout().entry_stride);
+  ExpectBoundTo(ve, victim, theirs.value);
+  EXPECT_EQ(md_->LoadEntry(ve).owner_id, OwnerIdOfCn(1));
+  ExpectUsable(victim, theirs.value, 0x5a);
+}
+
+// A free refused at U (its MW 2 was never bound) while the frees behind it
+// pass F on other lanes and finish: their ENABLEs of R reach past the
+// refused free's reply, which must still not be sent (R.wait: each reply
+// waits for its own instance's L5). The refused free gets no reply; the two
+// behind it did free their entries, and their replies, queued behind the
+// refused one, are flushed.
+TEST_F(FreeChainTest, ALaterLanesReplyNeverAnswersAFreeRefusedAtU) {
+  recycle_ = true;
+  lanes_ = 4;
+  Build(/*entries=*/8, /*cns=*/1, /*g=*/3, /*instances=*/16);
+  Cn& cn = *cns_[0];
+  std::vector<uint64_t> handles;
+  for (int i = 0; i < 3; ++i) {
+    const Result<AllocGrant> r = Alloc(cn);
+    ASSERT_TRUE(r.ok()) << r.status.ToString();
+    handles.push_back(r.value.handle);
+  }
+  // A bad allocation request (no QP 0xabcdef): entry 3 is claimed and owned,
+  // MW 0 bound to this CN's Free QP, MW 1 bound, MW 2 not.
+  Result<AllocGrant> bad;
+  cluster_->RunToCompletion(AllocInto(cn.alloc.get(), {cn.acc_mn[0]->qp_num(), 0xabcdef}, &bad));
+  ASSERT_FALSE(bad.ok());
+  sim().Run();
+  ASSERT_EQ(Window(3, 2)->state_, SimMw::State::kFree);
+  handles.insert(handles.begin() + 1, md_->entry_addr(3));  // request 1 of 4
+  std::vector<Status> st;
+  (void)FreeAll(cn, handles, &st);
+  EXPECT_TRUE(st[0].ok()) << st[0].ToString();
+  ExpectRefused(st[1]);
+  EXPECT_EQ(st[2].code(), Code::kLaneBroken) << st[2].ToString();
+  EXPECT_EQ(st[3].code(), Code::kLaneBroken) << st[3].ToString();
+  EXPECT_EQ(cn.fchain->unbind_qp(1)->state(), QpState::kErr) << "LOCAL_INV of unbound MW 2";
+  EXPECT_EQ(cn.fchain->frees_done(), 3u) << "requests 0, 2 and 3 passed their owner checks";
+  for (uint32_t e : {0u, 1u, 2u}) EXPECT_EQ(md_->LoadEntry(e).owner_id, kNoOwner) << e;
+  EXPECT_EQ(md_->LoadEntry(3).owner_id, OwnerIdOfCn(0)) << "the refused free cleared nothing";
 }
 
 }  // namespace

@@ -58,7 +58,7 @@ struct Attacker {
   void NewClients(fabric::Runtime* rt) {
     ac = std::make_unique<AllocClient>(cn->node(), pd, rt, mr, buf, kG, kInstances, kLanes);
     fc = std::make_unique<FreeClient>(cn->node(), pd, rt, mr, buf + 8192,
-                                      cn->node()->CreateCq(64, true), kInstances, kG);
+                                      cn->node()->CreateCq(64, true), kInstances, kG, kLanes);
   }
 };
 
@@ -71,7 +71,7 @@ Task<void> SetUpAttacker(Testbed& tb, Attacker* a) {
   a->buf = n->memory().Alloc(1 << 14, 4096);
   a->mr = co_await n->RegMr(a->pd, a->buf, 1 << 14, fabric::kLocalWrite | fabric::kRemoteWrite);
   a->NewClients(&tb.runtime());
-  a->pair = co_await a->mn->OpenPair(a->cn->cn_index(), a->ac->qp(), a->fc->qp());
+  a->pair = co_await a->mn->OpenPair(a->cn->cn_index(), a->ac->qp(), a->fc->qps());
 }
 
 // A SEND of `len` random bytes on `qp` (unsignaled: nobody waits for it).
@@ -153,7 +153,7 @@ Task<void> RenewFree(World& w, Testbed& tb, Attacker& a) {
   a.NewClients(&tb.runtime());
   std::vector<uint64_t> held;
   for (const auto& g : a.grants) held.push_back(g.handle);
-  const Status st = co_await a.mn->RenewFree(a.pair, a.fc->qp(), a.ac->qp(), held);
+  const Status st = co_await a.mn->RenewFree(a.pair, a.fc->qps(), a.ac->qp(), held);
   if (!st.ok()) ADD_FAILURE() << "free chain renewal: " << st.ToString();
   ++w.renewals;
 }

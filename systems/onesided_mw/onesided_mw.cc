@@ -119,13 +119,15 @@ uint64_t OsmwMn::chunks_in_use() const {
 
 // ---- Pairs ----
 
-Task<std::unique_ptr<FreeChain>> OsmwMn::NewFreeChain(fabric::Qp* cn_qp) {
+Task<std::unique_ptr<FreeChain>> OsmwMn::NewFreeChain(FreeQps cn) {
   co_await ChargeQpSetup();
   FreeChainConfig fc;
   fc.max_instances = instances_;
+  fc.lanes = lanes_;
   fc.recycle = true;
   auto chain = co_await FreeChain::Create(deployment_.cluster, md_.get(), fc);
-  deployment_.cluster->Connect(cn_qp, chain->free_qp());
+  deployment_.cluster->Connect(cn.request, chain->free_qp());
+  deployment_.cluster->Connect(cn.reply, chain->reply_qp());
   co_await chain->Arm(instances_);
   co_return chain;
 }
@@ -145,7 +147,7 @@ Task<std::unique_ptr<AllocChain>> OsmwMn::NewAllocChain(uint32_t cn, uint32_t fr
   co_return chain;
 }
 
-Task<uint32_t> OsmwMn::OpenPair(uint32_t cn, fabric::Qp* cn_alloc_qp, fabric::Qp* cn_free_qp) {
+Task<uint32_t> OsmwMn::OpenPair(uint32_t cn, fabric::Qp* cn_alloc_qp, FreeQps cn_free) {
   auto p = std::make_unique<Pair>();
   p->cn = cn;
   if (const auto it = closed_.find(cn); it != closed_.end()) {
@@ -153,7 +155,7 @@ Task<uint32_t> OsmwMn::OpenPair(uint32_t cn, fabric::Qp* cn_alloc_qp, fabric::Qp
     p->stopped_why = it->second;
     p->stopped_code = Code::kLaneBroken;
   } else {
-    p->free = co_await NewFreeChain(cn_free_qp);
+    p->free = co_await NewFreeChain(cn_free);
     if (cut(cn)) {
       p->stopped_why = "onesided_mw: CN " + std::to_string(cn) + " is over its budget";
     } else {
@@ -377,7 +379,11 @@ Task<void> OsmwMn::RebindMw0(uint32_t i, uint32_t free_qpn) {
 // claimed, or enqueue it. Checked against the MWTable and the ring, so a
 // step a CN's wrong values ran (or a repeated repair) queues nothing twice.
 Task<void> OsmwMn::RepairFree(FreeChain& f) {
-  const FreeChain::Progress pr = f.Inspect();
+  // Each lane's last instance is the only one of the lane that can be partial.
+  for (uint32_t w = 0; w < f.lanes(); ++w) co_await RepairFreeLane(f.Inspect(w));
+}
+
+Task<void> OsmwMn::RepairFreeLane(const FreeChain::Progress& pr) {
   co_await BookkeepingCost();
   if (pr.steps < 2 || pr.steps >= 5) co_return;
   const int64_t i = md_->EntryOf(pr.handle);
@@ -395,7 +401,7 @@ Task<void> OsmwMn::RepairFree(FreeChain& f) {
   ++st_.frees_finished;
 }
 
-Task<Status> OsmwMn::RenewFree(uint32_t pair, fabric::Qp* cn_free_qp, fabric::Qp* cn_alloc_qp,
+Task<Status> OsmwMn::RenewFree(uint32_t pair, FreeQps cn_free, fabric::Qp* cn_alloc_qp,
                                std::vector<uint64_t> held) {
   Pair& p = *pairs_.at(pair);
   co_await repair_.Lock();
@@ -410,7 +416,7 @@ Task<Status> OsmwMn::RenewFree(uint32_t pair, fabric::Qp* cn_free_qp, fabric::Qp
   co_await RepairFree(*old);
   p.frees_before += old->frees_done();
   ++st_.free_renewals;
-  p.free = co_await NewFreeChain(cn_free_qp);
+  p.free = co_await NewFreeChain(cn_free);
   const uint32_t new_f = p.free->free_qp()->qp_num();
   // The allocation chain's BIND of MW 0 names the old Free QP (fixed when
   // posted): it is rebuilt too.
@@ -607,7 +613,7 @@ Task<OsmwCn::Pair*> OsmwCn::NewPair() {
   p->alloc = NewAllocClient(*p);
   p->free = NewFreeClient(*p);
   co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 6);
-  p->id = co_await Mn().OpenPair(cn_index_, p->alloc->qp(), p->free->qp());
+  p->id = co_await Mn().OpenPair(cn_index_, p->alloc->qp(), p->free->qps());
   pairs_.push_back(std::move(p));
   co_return pairs_.back().get();
 }
@@ -730,7 +736,7 @@ Task<Status> OsmwCn::RenewFreeChain(Pair& p) {
   p.alloc = NewAllocClient(p);
   co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 6);
   const Status renewed =
-      co_await Mn().RenewFree(p.id, p.free->qp(), p.alloc->qp(), std::move(held));
+      co_await Mn().RenewFree(p.id, p.free->qps(), p.alloc->qp(), std::move(held));
   if (!renewed.ok()) p.closed_why = renewed.message();
   co_return renewed;
 }
@@ -761,10 +767,10 @@ const SystemInfo kOneSidedMw{
       "among its lanes, 4 or more each)",
       4, 256},
      {"alloc_lanes", KnobKind::kInt, "0",
-      "allocations in flight per Alloc QP: lanes of the allocation chain, each its own worker "
-      "and control QP on the MN (chain_instances / alloc_lanes >= 4); 0 = 8 with sep (the CN's "
-      "threads share a pair), 1 without (one thread per pair); the pair's Free QP takes as many "
-      "frees in flight",
+      "requests in flight per Alloc QP and per Free QP: lanes of both chains, each its own "
+      "MN-local worker and control QP (and, for the free chain, unbinder) on the MN "
+      "(chain_instances / alloc_lanes >= 4); 0 = 8 with sep (the CN's threads share a pair), 1 "
+      "without (one thread per pair)",
       0, 64},
      {"reply_timeout_us", KnobKind::kInt, "1000",
       "a CN declares its chain faulted after this long without a reply", 1, 100000000},

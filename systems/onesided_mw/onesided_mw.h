@@ -15,10 +15,12 @@
 //   sep=false: every access group gets its own pair, so the number of MN
 //             QPs holding offloaded WRs grows with the threads and the sim's
 //             per-QP offload penalty ([OSMW] §3.2) slows every WR of the MN.
-// Allocations overlap on a pair: its allocation chain has `alloc_lanes` lanes
-// (by default 8 with sep, 1 without), so that many requests are inside one
-// Alloc QP at once (alloc_chain.h "Pipelining"); the CN keeps up to that many
-// in flight. Frees still go one at a time per pair (CN-side lock).
+// Allocations and frees overlap on a pair: its allocation and free chains
+// have `alloc_lanes` lanes each (by default 8 with sep, 1 without), so that
+// many requests are inside one Alloc QP and one Free QP at once
+// (alloc_chain.h "Pipelining", free_chain.h); the CN keeps up to that many
+// of each in flight. A Free pair is two CN-facing QPs: F takes the requests
+// (and carries MW 0), R sends the replies.
 //
 // Groups ([OSMW] §4.2 "QP and MW Grouping"): group_size G MWs per chunk,
 // MW 0 on the Free QP and MW k (k = 1..G-1) on the group's lane k-1, so an
@@ -100,7 +102,7 @@ class OsmwMn : public MnBase {
 
   // ---- Control path, called by the CN side (the bootstrap channel) ----
   // Creates a pair for CN `cn` and connects its chains to the CN's QPs.
-  Task<uint32_t> OpenPair(uint32_t cn, fabric::Qp* cn_alloc_qp, fabric::Qp* cn_free_qp);
+  Task<uint32_t> OpenPair(uint32_t cn, fabric::Qp* cn_alloc_qp, FreeQps cn_free);
   // The CN's notice word (its memory, remote write for `rkey`).
   void RegisterNotice(uint32_t cn, fabric::Qp* cn_qp, uint64_t addr, uint32_t rkey);
   // See the header comment. Status kOk never: the allocation failed.
@@ -110,7 +112,7 @@ class OsmwMn : public MnBase {
   // pair, owner-checked) moves to the new Free QP; the old chains are
   // destroyed. kLaneBroken (nothing rebuilt) when the CN is past
   // max_renewals (this renewal closed its pairs) or the pair is closed.
-  Task<Status> RenewFree(uint32_t pair, fabric::Qp* cn_free_qp, fabric::Qp* cn_alloc_qp,
+  Task<Status> RenewFree(uint32_t pair, FreeQps cn_free, fabric::Qp* cn_alloc_qp,
                          std::vector<uint64_t> held);
   // kOk when the next allocation can succeed, else kOutOfMemory.
   Task<Status> Probe();
@@ -129,6 +131,8 @@ class OsmwMn : public MnBase {
     return it == renewals_.end() ? 0 : it->second;
   }
   // Tests: the chains of pair `i`.
+  // Lanes of every allocation and free chain (alloc_lanes).
+  uint32_t chain_lanes() const { return lanes_; }
   const FreeChain& free_chain(uint32_t i) const { return *pairs_.at(i)->free; }
   // MN QPs that carry chains (for the offload accounting in tests).
   size_t pairs() const { return pairs_.size(); }
@@ -157,7 +161,7 @@ class OsmwMn : public MnBase {
   };
   Task<std::unique_ptr<AllocChain>> NewAllocChain(uint32_t cn, uint32_t free_qpn,
                                                   fabric::Qp* cn_qp);
-  Task<std::unique_ptr<FreeChain>> NewFreeChain(fabric::Qp* cn_qp);
+  Task<std::unique_ptr<FreeChain>> NewFreeChain(FreeQps cn);
   // Stops `p`'s allocation chain, repairs what its last requests left and
   // destroys it (p.alloc becomes null). True when a request found the queue
   // empty.
@@ -174,6 +178,7 @@ class OsmwMn : public MnBase {
   Task<void> StopChains(uint32_t cn, bool frees_too);
   Task<bool> RepairLane(AllocChain& c, uint32_t w);
   Task<void> RepairFree(FreeChain& f);
+  Task<void> RepairFreeLane(const FreeChain::Progress& pr);
   // Unbinds entry i's windows, clears owner_id and enqueues it.
   Task<void> ReclaimEntry(uint32_t i);
   // Moves MW 0 of entry i to another Free QP (after a free chain was rebuilt).

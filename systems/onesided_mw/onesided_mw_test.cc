@@ -78,9 +78,11 @@ struct RawCn {
     return std::make_unique<AllocClient>(node, g->mr()->pd(), &tb->runtime(), mr, buf, 3, instances,
                                          lanes);
   }
+  // As many frees in flight as the MN's free chain has lanes.
   std::unique_ptr<FreeClient> NewFree(uint32_t instances) const {
+    const uint32_t lanes = dynamic_cast<OsmwMn&>(tb->mm().mn()).chain_lanes();
     return std::make_unique<FreeClient>(node, g->mr()->pd(), &tb->runtime(), mr, buf + 8192,
-                                        node->CreateCq(64, true), instances, 3);
+                                        node->CreateCq(64, true), instances, 3, lanes);
   }
 };
 Task<void> OpenRaw(Testbed& tb, uint32_t cn, RawCn* r) {
@@ -126,12 +128,14 @@ TEST(OneSidedMw, SepSharesOnePairPerCnNosepGivesEveryGroupItsOwn) {
     std::cout << "[ sep=" << sep << " ] 4 groups: " << Cn(tb, 0).pairs() << " pair(s), " << added
               << " MN QPs holding offloaded WRs\n";
     EXPECT_EQ(Cn(tb, 0).pairs(), sep ? 1u : 4u);
-    // alloc: A, B and an L and C per lane (by default 8 with sep, where the
-    // CN's threads share the pair, and 1 without); free: F U L C B.
-    EXPECT_EQ(added, static_cast<int>(Cn(tb, 0).pairs()) * (2 + 2 * (sep ? 8 : 1) + 5));
-    // Of those, connected to the CN (what the default reading charges): A and F.
+    // Lanes: by default 8 with sep, where the CN's threads share the pair,
+    // and 1 without. alloc: A, B and an L and C per lane; free: F, R, B and
+    // a U, L and C per lane.
+    const int lanes = sep ? 8 : 1;
+    EXPECT_EQ(added, static_cast<int>(Cn(tb, 0).pairs()) * (2 + 2 * lanes + 3 + 3 * lanes));
+    // Of those, connected to the CN (what the default reading charges): A, F and R.
     EXPECT_EQ(mn->offload_qps_cn_facing() - before_cn_facing,
-              2 * static_cast<int>(Cn(tb, 0).pairs()));
+              3 * static_cast<int>(Cn(tb, 0).pairs()));
   }
 }
 
@@ -320,10 +324,13 @@ TEST(OneSidedMw, ForgedAndForeignFreesFailAtMw0AndChangeNothing) {
 // queued with its windows still bound. The attacker then allocates until the
 // MN's repair of the bind that fails on those windows hands the entry to it,
 // and reads the victim's data. The owner check must gate by data, not by an
-// index the CN chooses.
-constexpr uint32_t kPreAuthK = 16, kPreAuthLanes = 4;
+// index the CN chooses. One lane: U.enable pre-authorizes the lane's next
+// instance, which with one lane is the very next request (with W lanes it is
+// request s+W, which the client sends only after reply s: the same defence,
+// but a weaker attack).
+constexpr uint32_t kPreAuthK = 16, kPreAuthLanes = 1;
 TEST(OneSidedMw, APreAuthorizedFreeNeverReleasesAnotherCnsEntry) {
-  Testbed tb(Spec(2, {{"chain_instances", "16"}, {"alloc_lanes", "4"}}, 1ull << 20));
+  Testbed tb(Spec(2, {{"chain_instances", "16"}, {"alloc_lanes", "1"}}, 1ull << 20));
   OsmwMn& mn = Mn(tb);
   Chunk victim;
   AccessGroup* vg = nullptr;
@@ -344,7 +351,7 @@ TEST(OneSidedMw, APreAuthorizedFreeNeverReleasesAnotherCnsEntry) {
     constexpr uint32_t kK = kPreAuthK, kLanes = kPreAuthLanes;
     auto ac = raw.NewAlloc(kK, kLanes);
     auto fc = raw.NewFree(kK);
-    const uint32_t pair = co_await mn.OpenPair(1, ac->qp(), fc->qp());
+    const uint32_t pair = co_await mn.OpenPair(1, ac->qp(), fc->qps());
     const std::vector<uint32_t> qpns = {ag->lane(0).mn_qpn, ag->lane(1).mn_qpn};
     auto own = co_await ac->Allocate(qpns, 300 * kPsPerUs);
     CO_ASSERT_OK(own.status);
@@ -352,7 +359,7 @@ TEST(OneSidedMw, APreAuthorizedFreeNeverReleasesAnotherCnsEntry) {
     // reaches the pre-authorized instance: the first (honest, its own
     // entry) raises U.enable, the second names the victim's entry.
     fc->set_tamper([](uint64_t seq, std::vector<uint64_t>* t) {
-      if (seq == 0) (*t)[3] = 1ull << 40;
+      if (seq == 0) (*t)[4] = 1ull << 40;  // U.enable (TailValues order)
     });
     Status first;
     tb.runtime().Spawn([](FreeClient* fc, uint64_t h, Status* st) -> Task<void> {
@@ -364,7 +371,7 @@ TEST(OneSidedMw, APreAuthorizedFreeNeverReleasesAnotherCnsEntry) {
     // The CN side of a refused free: fresh clients, the MN renews both chains.
     ac = raw.NewAlloc(kK, kLanes);
     fc = raw.NewFree(kK);
-    const Status renewed = co_await mn.RenewFree(pair, fc->qp(), ac->qp(), {});
+    const Status renewed = co_await mn.RenewFree(pair, fc->qps(), ac->qp(), {});
     CO_ASSERT_OK(renewed);
     // Drain the queue, looking for the victim's chunk.
     for (; *tries < 300; ++*tries) {
@@ -428,7 +435,7 @@ TEST(OneSidedMw, ACrashInTheMiddleOfAFreeLosesNoEntry) {
     for (Ps at = 0; at < 30 * kPsPerUs; at += kPsPerUs / 2, ++*rounds) {
       auto ac = raw.NewAlloc(16, 4);
       auto fc = raw.NewFree(16);
-      (void)co_await mn.OpenPair(1, ac->qp(), fc->qp());
+      (void)co_await mn.OpenPair(1, ac->qp(), fc->qps());
       auto g = co_await ac->Allocate(qpns, 300 * kPsPerUs);
       CO_ASSERT_OK(g.status);
       tb.runtime().Spawn([](FreeClient* fc, uint64_t h) -> Task<void> {
@@ -466,7 +473,7 @@ TEST(OneSidedMw, BogusFreesEarnNoBudget) {
     for (int i = 0; i < 30; ++i) {
       acs.push_back(raw.NewAlloc(32, 4));
       fcs.push_back(raw.NewFree(32));
-      (void)co_await mn.OpenPair(0, acs.back()->qp(), fcs.back()->qp());
+      (void)co_await mn.OpenPair(0, acs.back()->qp(), fcs.back()->qps());
       (void)co_await fcs.back()->Free(0, 50 * kPsPerUs);  // names no entry: refused
     }
     const std::vector<uint32_t> qpns = {ag->lane(0).mn_qpn, ag->lane(1).mn_qpn};
@@ -787,7 +794,7 @@ void WrongControlValuesReplayNothing(uint32_t lanes) {
     for (int round = 0; round < 6; ++round) {
       auto ac = raw.NewAlloc(k, lanes);
       auto fc = raw.NewFree(k);
-      const uint32_t pair = co_await mn.OpenPair(1, ac->qp(), fc->qp());
+      const uint32_t pair = co_await mn.OpenPair(1, ac->qp(), fc->qps());
       // Honest rounds first, so every instance holds last round's values.
       for (uint32_t i = 0; i < k + 1; ++i) {
         auto g = co_await ac->Allocate(qpns, 300 * kPsPerUs);
@@ -827,10 +834,13 @@ void WrongControlValuesReplayNothing(uint32_t lanes) {
       be32(&r1, 2 * (seq + 1) + 2 * k);                      // RQ doorbell
       auto g = co_await ac->Allocate(qpns, 300 * kPsPerUs);  // a chunk to name in the free
       CO_ASSERT_OK(g.status);
-      const std::set<int> free_waits = {0, 1, 3, 5, 7};
-      for (int i = 0; i < 10; ++i) be64(&c2, free_waits.count(i) ? 0 : kAll);
+      // C_w's values (FreeChain::ControlValues order) and the tail
+      // (TailValues order): WAITs at these positions, ENABLEs elsewhere.
+      const std::set<int> free_waits = {0, 1, 4}, tail_waits = {0, 1, 3, 5, 7};
+      for (uint32_t i = 0; i < FreeChain::kControlWrs + 1; ++i)
+        be64(&c2, free_waits.count(i) ? 0 : kAll);
       be64(&r2, g.value.handle);
-      for (int i = 0; i < 6; ++i) be64(&r2, i % 2 ? kAll : 0);
+      for (int i = 0; i < 8; ++i) be64(&r2, tail_waits.count(i) ? 0 : kAll);
       be32(&r2, 2 * (k + 1 + 1) + 2 * k);
       const uint64_t out = buf + 12288;
       send(ac->qp(), c1, out);
@@ -840,7 +850,7 @@ void WrongControlValuesReplayNothing(uint32_t lanes) {
       co_await tb.runtime().SleepFor(500 * kPsPerUs);
       auto ac2 = raw.NewAlloc(k, lanes);
       auto fc2 = raw.NewFree(k);
-      const Status renewed = co_await mn.RenewFree(pair, fc2->qp(), ac2->qp(), {});
+      const Status renewed = co_await mn.RenewFree(pair, fc2->qps(), ac2->qp(), {});
       CO_ASSERT_OK(renewed);
       // Every claim the replayed chain made is a genuine one, owned by the
       // attacker and counted by the budget monitor (none here): it may have
@@ -909,7 +919,7 @@ TEST(OneSidedMw, AnEarlyEnableNeverReadsTheClaimBeforeItLands) {
     AccessGroup* ag = raw.g;
     auto ac = raw.NewAlloc(kK, kLanes);
     auto fc = raw.NewFree(kK);
-    (void)co_await mn.OpenPair(0, ac->qp(), fc->qp());
+    (void)co_await mn.OpenPair(0, ac->qp(), fc->qps());
     ac->set_tamper([](uint32_t, std::vector<uint64_t>* v) { (*v)[2] = (*v)[4]; });
     const std::vector<uint32_t> qpns = {ag->lane(0).mn_qpn, ag->lane(1).mn_qpn};
     std::set<uint64_t> held;
