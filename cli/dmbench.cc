@@ -19,6 +19,8 @@
 #include <memory>
 #include <string>
 
+#include "apps/swap/app_cost.h"
+#include "apps/swap/workloads.h"
 #include "cli/runner/run_command.h"
 #include "fabric/sim/profile.h"
 #include "microbench/access_bench.h"
@@ -464,6 +466,65 @@ void SetupCn(CLI::App& app, int* rc) {
 }
 #endif
 
+// "1/512" or "0.001953125": a scale in (0, 1].
+double ParseScale(const std::string& v) {
+  const size_t slash = v.find('/');
+  char* end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  if (slash != std::string::npos && end == v.c_str() + slash) {
+    const double den = std::strtod(v.c_str() + slash + 1, &end);
+    d = den > 0 ? d / den : 0;
+  }
+  if (v.empty() || *end != 0 || !(d > 0) || d > 1) {
+    throw CLI::ValidationError("--scale", "expected a fraction in (0, 1] like 1/512, got " + v);
+  }
+  return d;
+}
+
+std::string TraceDir() {
+  if (const char* d = std::getenv("DMB_TRACE_DIR"); d && *d) return d;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/dmbench/traces";
+}
+
+void SetupAppCost(CLI::App& app, int* rc) {
+  struct Args {
+    std::vector<std::string> apps;
+    std::string scale = "1/512";
+    uint64_t seed = 1;
+    int reps = 3;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "app-cost",
+      "Measure a swap workload's own CPU per page touched (the profile's swap.app_page_*):\n"
+      "the algorithm run with all memory local and the recorder off (thread CPU time, the\n"
+      "graph's generation left out), divided by the pages its trace touches.");
+  cmd->add_option("--app", a->apps, "Workloads (default: every one)")
+      ->check(CLI::IsMember(dmb::apps::swap::WorkloadNames()));
+  cmd->add_option("--scale", a->scale, "Fraction of the paper's working set")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Input seed")->capture_default_str();
+  cmd->add_option("--reps", a->reps, "Runs per workload; the fastest counts")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  cmd->callback([a, rc] {
+    const double scale = ParseScale(a->scale);
+    dmb::apps::swap::TraceCache cache(TraceDir());
+    std::vector<std::string> apps = a->apps.empty() ? dmb::apps::swap::WorkloadNames() : a->apps;
+    fmt::print("{:<11} {:>12} {:>13} {:>9} {:>11} {:>11}\n", "workload", "scale", "pages_touched",
+               "cpu_s", "input_cpu_s", "us_per_page");
+    for (const std::string& w : apps) {
+      const dmb::apps::swap::AppCost c =
+          dmb::apps::swap::MeasureAppCost(cache, w, scale, a->seed, a->reps);
+      fmt::print("{:<11} {:>12.9f} {:>13} {:>9.3f} {:>11.3f} {:>11.3f}\n", w, c.scale,
+                 c.pages_touched, c.cpu_s, c.input_cpu_s, c.us_per_page());
+      std::fflush(stdout);
+    }
+    *rc = 0;
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -477,6 +538,7 @@ int main(int argc, char** argv) {
   SetupListings(app, &rc);
   SetupMicro(app, &rc);
   SetupRun(app, &rc);
+  SetupAppCost(app, &rc);
 #ifdef DMB_HAVE_IBV
   SetupMn(app, &rc);
   SetupCn(app, &rc);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "apps/swap/app_cost.h"
 #include "apps/swap/bc.h"
 #include "apps/swap/graph.h"
 #include "apps/swap/kmeans.h"
@@ -399,6 +400,26 @@ TEST(WorkloadsTest, NewWorkloadsTouchPagesInProportionToScale) {
     EXPECT_GT(large / small, 3.0) << name;
     EXPECT_LT(large / small, 6.5) << name;
   }
+}
+
+// The application's own CPU: the recorder off records no touch, and the cost
+// per page is the unrecorded run's CPU over the recorded trace's pages.
+TEST(AppCostTest, TheRecorderOffRecordsNothingAndTheCostIsPerPageTouched) {
+  EXPECT_EQ(RecordWorkload("kmeans", 1.0 / 8192, 1, /*record=*/false).TouchedPages(), 0u);
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "dmb_app_cost_test_traces";
+  std::filesystem::remove_all(dir);
+  TraceCache cache(dir);
+  const AppCost c = MeasureAppCost(cache, "kmeans", 1.0 / 8192, 1, 1);
+  EXPECT_EQ(c.pages_touched, RecordWorkload("kmeans", 1.0 / 8192, 1).TouchedPages());
+  EXPECT_GT(c.pages_touched, 0u);
+  EXPECT_GT(c.cpu_s, 0);
+  EXPECT_DOUBLE_EQ(c.us_per_page(), c.cpu_s * 1e6 / static_cast<double>(c.pages_touched));
+  double input_s = -1;
+  (void)RecordWorkload("pagerank", 1.0 / 8192, 1, false, &input_s);
+  EXPECT_GT(input_s, 0) << "the graph's generation is timed apart";
+  EXPECT_THROW(MeasureAppCost(cache, "kmeans-64g", 0.5, 1, 1), std::invalid_argument);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -120,7 +120,7 @@ void TraceRecorder::Unmap(uint64_t addr, uint64_t bytes, uint8_t thread) {
 }
 
 void TraceRecorder::Touch(uint8_t thread, uint64_t addr, uint64_t bytes, bool write) {
-  if (bytes == 0) return;
+  if (bytes == 0 || !opt_.record) return;
   uint64_t first = addr / kPageBytes;
   uint64_t last = (addr + bytes - 1) / kPageBytes;
   Epoch& ep = epochs_[thread];

@@ -55,6 +55,9 @@ struct Trace {
 struct RecorderOptions {
   uint32_t threads = 1;
   uint32_t epoch_pages = 512;
+  // false: Touch records nothing (the algorithm runs at its own speed; used
+  // to measure the applications' CPU per page, app_cost.h).
+  bool record = true;
 };
 
 class TraceRecorder {

@@ -1,5 +1,7 @@
 #include "apps/swap/workloads.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -38,14 +40,21 @@ uint64_t ScaledBytes(const Entry& e, double scale) {
   return static_cast<uint64_t>(static_cast<double>(e.paper_bytes) * scale);
 }
 
-Trace RecordPageRank(uint64_t bytes, uint64_t seed) {
+std::vector<Edge> TimedEdges(uint32_t nodes, uint32_t degree, uint64_t seed, double* cpu_s) {
+  const double t0 = ThreadCpuSeconds();
+  std::vector<Edge> edges = KroneckerEdges(nodes, degree, seed);
+  if (cpu_s) *cpu_s = ThreadCpuSeconds() - t0;
+  return edges;
+}
+
+Trace RecordPageRank(uint64_t bytes, uint64_t seed, bool record, double* input_cpu_s) {
   const uint32_t degree = 24;
   // CSR + scores + contrib per node.
   uint64_t per_node = TracedGraph::Bytes(1, degree) + 8;
   uint32_t nodes = static_cast<uint32_t>(std::max<uint64_t>(bytes / per_node, 64));
-  std::vector<Edge> edges = KroneckerEdges(nodes, degree, seed);
+  std::vector<Edge> edges = TimedEdges(nodes, degree, seed, input_cpu_s);
   PageRankParams p;
-  TraceRecorder rec({.threads = p.threads});
+  TraceRecorder rec({.threads = p.threads, .record = record});
   {
     TracedGraph g(rec, nodes, edges);
     RunPageRank(g, rec, p);
@@ -55,20 +64,22 @@ Trace RecordPageRank(uint64_t bytes, uint64_t seed) {
 
 // Below 64 MB the slab pages (-I) shrink to 1/64 of the memory, at least
 // 64 KB, so the classes' one-page minimum stays small against it.
-Trace RecordMemcached(uint64_t bytes, uint64_t seed) {
+Trace RecordMemcached(uint64_t bytes, uint64_t seed, bool record) {
   uint64_t page = kMemcachedSlabBytes;
   while (page > 64 * 1024 && page * 64 > bytes) page /= 2;
-  return RunMemcached({.memory_bytes = bytes, .slab_page_bytes = page, .seed = seed}).trace;
+  return RunMemcached({.memory_bytes = bytes, .slab_page_bytes = page, .seed = seed},
+                      {.record = record})
+      .trace;
 }
 
-Trace RecordBc(uint64_t bytes, uint64_t seed) {
+Trace RecordBc(uint64_t bytes, uint64_t seed, bool record, double* input_cpu_s) {
   const uint32_t degree = 24;
   // CSR + scores, path_counts, depths, deltas, queue and successor bits per node.
   uint64_t per_node = TracedGraph::Bytes(1, degree) + 4 + 8 + 4 + 4 + 4 + degree / 8;
   uint32_t nodes = static_cast<uint32_t>(std::max<uint64_t>(bytes / per_node, 64));
-  std::vector<Edge> edges = KroneckerEdges(nodes, degree, seed);
+  std::vector<Edge> edges = TimedEdges(nodes, degree, seed, input_cpu_s);
   BcParams p{.sources = 4, .seed = seed};  // GAPBS's benchmark spec: bc -i4
-  TraceRecorder rec({.threads = p.threads});
+  TraceRecorder rec({.threads = p.threads, .record = record});
   {
     TracedGraph g(rec, nodes, edges);
     RunBc(g, rec, p);
@@ -97,13 +108,21 @@ TraceKey WorkloadKey(const std::string& name, double scale, uint64_t seed) {
   return {name, scale, seed, e.version};
 }
 
-Trace RecordWorkload(const std::string& name, double scale, uint64_t seed) {
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+Trace RecordWorkload(const std::string& name, double scale, uint64_t seed, bool record,
+                     double* input_cpu_s) {
   const Entry& e = Find(name);
   uint64_t bytes = ScaledBytes(e, scale);
-  if (name == "pagerank") return RecordPageRank(bytes, seed);
-  if (name == "bc") return RecordBc(bytes, seed);
-  if (name == "memcached") return RecordMemcached(bytes, seed);
-  return RunKmeans(KmeansParams::ForWorkingSet(bytes, seed)).trace;
+  if (input_cpu_s) *input_cpu_s = 0;
+  if (name == "pagerank") return RecordPageRank(bytes, seed, record, input_cpu_s);
+  if (name == "bc") return RecordBc(bytes, seed, record, input_cpu_s);
+  if (name == "memcached") return RecordMemcached(bytes, seed, record);
+  return RunKmeans(KmeansParams::ForWorkingSet(bytes, seed), {.record = record}).trace;
 }
 
 Trace WorkloadTrace(TraceCache& cache, const std::string& name, double scale, uint64_t seed,

@@ -28,8 +28,14 @@ uint64_t PaperWorkingSetBytes(const std::string& name);
 // The cache key of (name, scale, seed); throws std::invalid_argument for an
 // unknown name or a scale <= 0.
 TraceKey WorkloadKey(const std::string& name, double scale, uint64_t seed);
-// Runs the algorithm and returns its trace.
-Trace RecordWorkload(const std::string& name, double scale, uint64_t seed);
+// Runs the algorithm and returns its trace (`record` false: runs it with the
+// recorder off and returns a trace with no touches). `input_cpu_s`, when
+// given, receives the CPU time spent generating the input (the graph's
+// edges), which is not the application's work.
+Trace RecordWorkload(const std::string& name, double scale, uint64_t seed, bool record = true,
+                     double* input_cpu_s = nullptr);
+// CPU time of the calling thread, in seconds.
+double ThreadCpuSeconds();
 // The trace from `cache`, recorded on a miss.
 Trace WorkloadTrace(TraceCache& cache, const std::string& name, double scale, uint64_t seed,
                     bool* hit = nullptr);

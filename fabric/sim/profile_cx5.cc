@@ -90,24 +90,29 @@ std::vector<CpuCostDef> SwapCpuCosts() {
       {"swap.reclaim_page", 0.5,
        "assumption: shrink_page_list per page (LRU isolate, rmap unmap, TLB flush amortized "
        "over a 32-page batch, swap-cache insert)"},
-      // The applications' own work per page touched. Our C++ algorithms run
-      // with all memory local (RecordWorkload at scale 1/512, -O2, 2.6 GHz)
-      // measure, per touched page, recorder included (upper bounds) and
-      // graph generation left out: Kmeans 1.25 us (0.63 s / 499,324 pages),
-      // PageRank about 10 (0.85 s / 83,714), Memcached-ETC 0.21 (0.18 s /
-      // 837,511, no network stack), BC about 0.85 (1.3 s / 1,519,612). The
-      // figures still run 1 us for every application (an assumption);
-      // adopting the measured values is open (issue 16).
-      {"swap.app_page_kmeans", 1.0,
-       "assumption (measured upper bound: 1.25 us per touched page, our Elkan Kmeans with all "
-       "memory local)"},
-      {"swap.app_page_pagerank", 1.0,
-       "assumption (measured upper bound: about 10 us per touched page, our PageRank)"},
-      {"swap.app_page_memcached", 1.0,
-       "assumption (measured: 0.21 us per touched page, our Memcached-ETC server without its "
-       "network stack)"},
-      {"swap.app_page_bc", 1.0,
-       "assumption (measured upper bound: about 0.85 us per touched page, our BC)"},
+      // The applications' own work per page touched, measured as issue 16
+      // defines it: our C++ algorithm run with all memory local, recorder
+      // off, thread CPU time (graph generation left out), divided by the
+      // pages its trace touches (`dmbench app-cost --scale S`, fastest of 3,
+      // this 2-core machine). Taken at the scale the figures run: Kmeans
+      // 0.59 us at 1/512 (figures 2, 9) and 0.61 at 1/2048 (kmeans-32g,
+      // figure 8); PageRank 8.0, Memcached-ETC 0.064 (no network stack), BC
+      // 0.54 at 1/2048 (figure 8). At 1/512 PageRank gives 4.8 and BC 0.29:
+      // the trace counts a page once per recording epoch, so a smaller graph
+      // folds more work into each page touched. The recorder's own work,
+      // which the earlier upper bounds included, about doubled them (Kmeans
+      // 1.25, PageRank 10, Memcached 0.21, BC 0.85 at 1/512).
+      {"swap.app_page_kmeans", 0.6,
+       "measured: dmbench app-cost, Elkan Kmeans all local, 0.59 us/page at 1/512, 0.61 at "
+       "1/2048 (kmeans-32g)"},
+      {"swap.app_page_pagerank", 8.0,
+       "measured: dmbench app-cost --scale 1/2048 (figure 8's scale), GAPBS-style PageRank all "
+       "local (4.8 at 1/512)"},
+      {"swap.app_page_memcached", 0.064,
+       "measured: dmbench app-cost --scale 1/2048, Memcached-ETC server all local, no network "
+       "stack"},
+      {"swap.app_page_bc", 0.54,
+       "measured: dmbench app-cost --scale 1/2048, GAPBS-style BC all local (0.29 at 1/512)"},
   };
 }
 
