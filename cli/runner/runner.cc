@@ -483,6 +483,16 @@ void WriteResults(const Spec& spec, const std::vector<Point>& all, const fs::pat
   WriteAtomically(dir / "meta.json", MetaJson(spec, wall_s));
 }
 
+// The wall time an earlier run recorded in `meta` (0 when there is none): a
+// run that finds every point done keeps it, since the points it writes out
+// are that run's.
+double EarlierWallSeconds(const fs::path& meta) {
+  std::ifstream in(meta);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = text.find("\"wall_s\": ");
+  return at == std::string::npos ? 0.0 : std::strtod(text.c_str() + at + 10, nullptr);
+}
+
 }  // namespace
 
 RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
@@ -512,7 +522,8 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
              opt.jobs, dir.string());
   RunPoints(opt, dir, todo, t0, &sum);
   sum.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  WriteResults(spec, all, dir, sum.wall_s);
+  const double meta_wall_s = todo.empty() ? EarlierWallSeconds(dir / "meta.json") : sum.wall_s;
+  WriteResults(spec, all, dir, meta_wall_s);
   return sum;
 }
 

@@ -156,7 +156,18 @@ TEST_F(RunnerTest, RunsEveryPointOnceAndWritesCsvCompareAndMeta) {
 
 TEST_F(RunnerTest, ASecondRunSkipsAndForceReruns) {
   (void)Run();
+  // A run that finds every point done keeps the wall time of the run that
+  // produced them (it wrote 0.0 before).
+  auto wall_line = [&] {
+    const std::string meta = Read(Out() / "meta.json");
+    const size_t at = meta.find("\"wall_s\"");
+    return meta.substr(at, meta.find('\n', at) - at);
+  };
+  std::string meta = Read(Out() / "meta.json");
+  meta.replace(meta.find("\"wall_s\""), wall_line().size(), "\"wall_s\": 123.4,");
+  std::ofstream(Out() / "meta.json") << meta;
   const RunSummary again = Run();
+  EXPECT_EQ(wall_line(), "\"wall_s\": 123.4,");
   EXPECT_EQ(again.ran, 0u);
   EXPECT_EQ(again.skipped, 6u);
   EXPECT_EQ(Invocations(), 6);
