@@ -11,8 +11,10 @@
 #include <thread>
 
 #include "systems/common/wait_list.h"
+#include "systems/registry.h"
 #ifdef DMB_HAVE_IBV
 #include "fabric/ibv/ibv_cluster.h"
+#include "fabric/ibv/ibv_device.h"
 #include "systems/remote/remote_mn.h"
 #endif
 
@@ -218,6 +220,28 @@ Testbed::~Testbed() {
 #endif
   mm_.reset();
   StopMnDaemon();
+}
+
+fabric::DeviceCaps MnCaps(const TestbedSpec& spec) {
+  if (spec.backend != "ibv") return spec.mn_caps;
+#ifdef DMB_HAVE_IBV
+  const std::string want = !spec.mn_device.empty() ? spec.mn_device
+                           : !spec.devices.empty() ? spec.devices.front()
+                                                   : std::string();
+  const auto devs = fabric::ibv::ListDevices();
+  for (const auto& d : devs) {
+    if (want.empty() || d.name == want) return d.caps;
+  }
+  throw systems::ConfigError("no RDMA device '" + want + "' (`dmbench devices` lists them)");
+#else
+  throw systems::ConfigError("built without libibverbs: no ibv backend");
+#endif
+}
+
+std::vector<std::string> MissingMnCaps(const TestbedSpec& spec) {
+  const systems::SystemInfo& info = systems::Registry::Get(spec.system);
+  const systems::Knobs k = systems::ValidateKnobs(info.name, info.knobs, spec.knobs);
+  return fabric::MissingCaps(MnCaps(spec), info.Needs(k));
 }
 
 }  // namespace dmb::harness

@@ -73,4 +73,13 @@ class Testbed {
   std::unique_ptr<systems::MemoryManager> mm_;
 };
 
+// What the MN's RNIC of a testbed built from `spec` offers, without building
+// it: the sim's configured caps, or (ibv) the caps the MN's device reports
+// (spec.mn_device, else the first of spec.devices). Throws ConfigError when
+// the ibv device is absent.
+fabric::DeviceCaps MnCaps(const TestbedSpec& spec);
+// The capabilities `spec`'s approach needs (SystemInfo::needs with its
+// knobs) that MnCaps(spec) lacks: empty when it can run there.
+std::vector<std::string> MissingMnCaps(const TestbedSpec& spec);
+
 }  // namespace dmb::harness

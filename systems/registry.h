@@ -24,6 +24,16 @@ struct SystemInfo {
   // Named knob sets the shared suites run besides the defaults (e.g. rpc_mw's
   // "type2"), so every mode of an approach is held to the same contract.
   std::vector<std::pair<std::string, std::map<std::string, std::string>>> suite_variants = {};
+  // Knobs the shared suites set so that they run fast (small chunks), before
+  // a variant's own.
+  std::map<std::string, std::string> suite_knobs = {};
+  // The MN RNIC capabilities (DeviceCaps field names, e.g. "cross_channel")
+  // the approach needs with these knobs: what its MN checks at start, and what
+  // the suites skip on when a device lacks it. Empty function: none.
+  std::function<std::vector<std::string>(const Knobs&)> needs = {};
+  std::vector<std::string> Needs(const Knobs& k) const {
+    return needs ? needs(k) : std::vector<std::string>{};
+  }
 };
 
 struct Config {

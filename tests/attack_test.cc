@@ -14,7 +14,10 @@ using systems::Isolation;
 using systems::Result;
 using systems::Status;
 
-class Attacks : public ::testing::TestWithParam<std::string> {};
+class Attacks : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { DMB_SKIP_UNLESS_SUPPORTED(SuiteSpec(GetParam())); }
+};
 
 uint32_t IoLen(const CnSide& cn) {
   return cn.caps().fixed_io_bytes ? cn.caps().fixed_io_bytes : 64;

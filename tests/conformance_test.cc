@@ -14,7 +14,10 @@ using systems::CnSide;
 using systems::Code;
 using systems::Status;
 
-class Conformance : public ::testing::TestWithParam<std::string> {};
+class Conformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { DMB_SKIP_UNLESS_SUPPORTED(SuiteSpec(GetParam())); }
+};
 
 void FillPattern(fabric::Memory& m, uint64_t addr, uint64_t n, uint64_t tag) {
   std::vector<uint8_t> b(n);

@@ -46,15 +46,13 @@ inline std::string CaseName(std::string param) {
 // Knobs that make a suite run fast everywhere (small chunks where the
 // approach has a granularity knob); everything else at its default.
 inline std::map<std::string, std::string> SuiteKnobs(const std::string& param) {
-  const std::string system = SystemOf(param);
-  std::map<std::string, std::string> k;
-  const auto& info = systems::Registry::Get(system);
+  const auto& info = systems::Registry::Get(SystemOf(param));
+  std::map<std::string, std::string> k = info.suite_knobs;
   const size_t colon = param.find(':');
   for (const auto& v : info.suite_variants) {
-    if (colon != std::string::npos && v.first == param.substr(colon + 1)) k = v.second;
-  }
-  for (const auto& d : info.knobs) {
-    if (d.name == "granularity") k["granularity"] = system == "static_mr" ? "256KB" : "64KB";
+    if (colon != std::string::npos && v.first == param.substr(colon + 1)) {
+      for (const auto& [name, value] : v.second) k[name] = value;
+    }
   }
   return k;
 }
@@ -80,6 +78,18 @@ inline harness::TestbedSpec SuiteSpec(const std::string& param, int cns = 2,
   }
   return s;
 }
+
+// The suites run an approach only where the MN's RNIC has what it declares
+// it needs (SystemInfo::needs), and skip naming what is missing otherwise
+// (as rdma-core's own tests skip on a missing device feature). Call it
+// first in a test (a fixture's SetUp).
+#define DMB_SKIP_UNLESS_SUPPORTED(spec)                                                     \
+  if (const auto missing_ = ::dmb::harness::MissingMnCaps(spec); !missing_.empty()) {       \
+    std::string m_;                                                                         \
+    for (const auto& c_ : missing_) m_ += (m_.empty() ? "" : ", ") + c_;                    \
+    GTEST_SKIP() << (spec).system << " needs " << m_ << ", which the MN's RNIC lacks (see " \
+                 << "`dmbench devices`)";                                                   \
+  }
 
 // Deterministic byte pattern for (tag, position).
 inline uint8_t PatternByte(uint64_t tag, uint64_t pos) {

@@ -58,6 +58,8 @@ const SystemInfo kFineMr{
     {{"granularity", KnobKind::kSize, "1MB", "size of each allocation's MR (1MB, 4MB)", 4096}},
     [](const Deployment& d, const Knobs& k) -> std::unique_ptr<MemoryManager> {
       return std::make_unique<BasicManager<FineMrMn, FineMrCn>>("fine_mr", d, k);
-    }};
+    },
+    {},
+    {{"granularity", "64KB"}}};
 
 }  // namespace dmb::systems

@@ -881,6 +881,9 @@ const SystemInfo kFineMem{
                           std::to_string(g) + " B");
       }
       return std::make_unique<BasicManager<FineMemMn, FineMemCn>>("finemem", d, k);
-    }};
+    },
+    {},
+    {{"granularity", "64KB"}},
+    [](const Knobs&) { return finemem::kNeeds; }};
 
 }  // namespace dmb::systems

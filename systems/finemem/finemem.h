@@ -57,6 +57,9 @@ namespace dmb::systems {
 
 namespace finemem {
 
+// Pre-bound type-1 windows and the CNs' CAS on the bitmap.
+inline const std::vector<std::string> kNeeds = {"mw_type1", "atomics"};
+
 // A FIFO lock for MN coroutines (regeneration vs recovery on one chunk).
 class AsyncMutex {
  public:
@@ -106,7 +109,7 @@ class FineMemMn : public MnBase {
 
  protected:
   Task<void> Setup() override;
-  CapsNeed Needs() const override { return {"finemem", {"mw_type1", "atomics"}}; }
+  CapsNeed Needs() const override { return {"finemem", finemem::kNeeds}; }
   Task<void> Handle(MnLane& lane, const RpcRequest& req, RpcReply& reply) override;
   uint64_t chunks_total() const override { return layout_.chunks; }
   uint64_t chunks_in_use() const override;

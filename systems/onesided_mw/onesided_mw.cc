@@ -60,9 +60,7 @@ OsmwMn::OsmwMn(const Deployment& d, const Knobs& k)
   }
 }
 
-MnBase::CapsNeed OsmwMn::Needs() const {
-  return {"onesided_mw", {"mw_type2", "qpn_in_bind", "cross_channel", "atomics", "masked_atomics"}};
-}
+MnBase::CapsNeed OsmwMn::Needs() const { return {"onesided_mw", kNeeds}; }
 
 Task<void> OsmwMn::Setup() {
   const uint64_t entries = pool_bytes_ / chunk_bytes_;
@@ -788,6 +786,8 @@ const SystemInfo kOneSidedMw{
     [](const Deployment& d, const Knobs& k) -> std::unique_ptr<MemoryManager> {
       return std::make_unique<BasicManager<OsmwMn, OsmwCn>>("onesided_mw", d, k);
     },
-    {{"nosep", {{"sep", "false"}}}, {"nogroup", {{"group_size", "2"}}}}};
+    {{"nosep", {{"sep", "false"}}}, {"nogroup", {{"group_size", "2"}}}},
+    {{"granularity", "64KB"}},
+    [](const Knobs&) { return onesided_mw::kNeeds; }};
 
 }  // namespace dmb::systems

@@ -96,6 +96,11 @@ struct OsmwStats {
   uint64_t frees_finished = 0;  // frees the MN stopped between L2 and L5 (RepairFree)
 };
 
+// The chains' cross-channel WRs, type-2 windows bound to a named QP, and
+// the masked FAAs on the free MW queue.
+inline const std::vector<std::string> kNeeds = {"mw_type2", "qpn_in_bind", "cross_channel",
+                                                "atomics", "masked_atomics"};
+
 class OsmwMn : public MnBase {
  public:
   OsmwMn(const Deployment& d, const Knobs& knobs);

@@ -45,6 +45,13 @@ constexpr uint64_t kUnbindBatch = 32;
 
 uint64_t NowUs(fabric::Runtime& rt) { return static_cast<uint64_t>(rt.now() / kPsPerUs); }
 
+// The MW type the knobs ask for; with leases, the CN extends a lease by CAS.
+std::vector<std::string> RpcMwNeeds(bool type1, bool leases) {
+  std::vector<std::string> caps = {type1 ? "mw_type1" : "mw_type2"};
+  if (leases) caps.push_back("atomics");
+  return caps;
+}
+
 class RpcMwMn : public MnBase {
  public:
   RpcMwMn(const Deployment& d, const Knobs& k)
@@ -55,10 +62,8 @@ class RpcMwMn : public MnBase {
         delayed_unbind_(k.Bool("delayed_unbind")) {}
 
   CapsNeed Needs() const override {
-    CapsNeed n{type_ == MwType::kType1 ? "rpc_mw with mw_type=1" : "rpc_mw with mw_type=2",
-               {type_ == MwType::kType1 ? "mw_type1" : "mw_type2"}};
-    if (leases_) n.caps.push_back("atomics");  // the CN extends a lease by CAS
-    return n;
+    return {type_ == MwType::kType1 ? "rpc_mw with mw_type=1" : "rpc_mw with mw_type=2",
+            RpcMwNeeds(type_ == MwType::kType1, leases_)};
   }
 
   Task<ReclaimReport> ReclaimCn(uint32_t cn) override {
@@ -384,6 +389,8 @@ const SystemInfo kRpcMw{
     },
     {{"type2", {{"mw_type", "2"}}},
      {"type1_patronus", {{"delayed_unbind", "true"}, {"spare_qps", "true"}}},
-     {"type2_patronus", {{"mw_type", "2"}, {"delayed_unbind", "true"}, {"spare_qps", "true"}}}}};
+     {"type2_patronus", {{"mw_type", "2"}, {"delayed_unbind", "true"}, {"spare_qps", "true"}}}},
+    {{"granularity", "64KB"}},
+    [](const Knobs& k) { return RpcMwNeeds(k.Int("mw_type") == 1, k.Bool("leases")); }};
 
 }  // namespace dmb::systems

@@ -58,6 +58,8 @@ const SystemInfo kStaticMr{
       4096}},
     [](const Deployment& d, const Knobs& k) -> std::unique_ptr<MemoryManager> {
       return std::make_unique<BasicManager<StaticMrMn, StaticMrCn>>("static_mr", d, k);
-    }};
+    },
+    {},
+    {{"granularity", "256KB"}}};
 
 }  // namespace dmb::systems
