@@ -140,16 +140,23 @@ void AddBackendOptions(CLI::App* c, MicroArgs* a) {
   c->add_option("--mn-device", a->mn_device, "ibv with --mn spawn: the daemon's RDMA device");
 }
 
+// A size like 256MB or 1GB (systems::ParseSize), checked by CLI11 as the
+// option is parsed: one validator for every --pool.
+const CLI::Validator kSize(
+    [](std::string& v) {
+      return dmb::systems::ParseSize(v) ? std::string()
+                                        : "expected a size like 256MB or 1GB, got \"" + v + "\"";
+    },
+    "SIZE");
+uint64_t SizeOf(const std::string& checked) { return *dmb::systems::ParseSize(checked); }
+
 int MicroAccess(const MicroArgs& a) {
   dmb::microbench::AccessBenchSpec spec;
   spec.bed.system = a.system;
   for (const auto& s : a.sets) spec.bed.knobs.insert(dmb::systems::SplitAssignment(s));
   spec.bed.cns = a.cns;
   spec.bed.seed = a.seed;
-  const auto pool = dmb::systems::ParseSize(a.pool);
-  if (!pool)
-    throw dmb::systems::ConfigError("--pool: expected a size like 256MB, got \"" + a.pool + "\"");
-  spec.bed.pool_bytes = *pool;
+  spec.bed.pool_bytes = SizeOf(a.pool);
   ApplyBackend(a, &spec.bed);
   spec.ops_per_thread = a.ops;
   spec.size_bytes = a.size;
@@ -244,12 +251,7 @@ int MicroAlloc(const MicroArgs& a) {
           "--mn-cores: expected a positive integer or 'unlimited', got \"" + a.mn_cores + "\"");
     }
   }
-  const auto pool = dmb::systems::ParseSize(a.pool);
-  if (!pool) {
-    throw dmb::systems::ConfigError("--pool: expected a size like 256MB or 1GB, got \"" + a.pool +
-                                    "\"");
-  }
-  spec.bed.pool_bytes = *pool;
+  spec.bed.pool_bytes = SizeOf(a.pool);
   spec.ops_per_thread = a.ops;
   spec.batch = a.batch;
   const std::vector<int> threads = a.threads.empty() ? std::vector<int>{1, 24} : a.threads;
@@ -353,7 +355,9 @@ void SetupMicroAlloc(CLI::App* micro, int* rc) {
                    "threads only allocate, so kops is the sustained allocation rate")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  alloc->add_option("--pool", a->pool, "MN memory the approach manages")->capture_default_str();
+  alloc->add_option("--pool", a->pool, "MN memory the approach manages")
+      ->check(kSize)
+      ->capture_default_str();
   alloc->add_option("--seed", a->seed, "Root seed")->capture_default_str();
   alloc->add_flag("--json", a->json,
                   "JSON records: system, threads, op, lat_us_p50, lat_us_p99, lat_us_mean, "
@@ -381,6 +385,7 @@ void SetupMicroAccess(CLI::App* micro, int* rc) {
       ->check(CLI::IsMember({"read", "write", "both"}))
       ->capture_default_str();
   access->add_option("--pool", a->pool, "MN memory the approach manages (one chunk per thread)")
+      ->check(kSize)
       ->capture_default_str();
   access->add_option("--seed", a->seed, "Root seed (sim)")->capture_default_str();
   access->add_flag("--json", a->json, "JSON records");
@@ -424,17 +429,14 @@ void SetupMn(CLI::App& app, int* rc) {
   mn->add_option("--port", a->opts.port, "TCP port of the bootstrap channel (0 = any)")
       ->capture_default_str();
   mn->add_option("--port-file", a->opts.port_file, "Write the chosen port to this file");
-  mn->add_option("--pool", a->pool, "MN memory the approach manages")->capture_default_str();
+  mn->add_option("--pool", a->pool, "MN memory the approach manages")
+      ->check(kSize)
+      ->capture_default_str();
   mn->add_option("--mn-cores", a->opts.mn_cores, "RPC worker coroutines")->capture_default_str();
   mn->add_flag("--verbose", a->opts.verbose, "Log every bootstrap request");
   mn->callback([a, rc] {
     for (const auto& s : a->sets) a->opts.knobs.insert(dmb::systems::SplitAssignment(s));
-    const auto pool = dmb::systems::ParseSize(a->pool);
-    if (!pool) {
-      throw dmb::systems::ConfigError("--pool: expected a size like 256MB, got \"" + a->pool +
-                                      "\"");
-    }
-    a->opts.pool_bytes = *pool;
+    a->opts.pool_bytes = SizeOf(a->pool);
     *rc = dmb::systems::remote::RunMnDaemon(a->opts);
   });
 }
