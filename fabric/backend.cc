@@ -12,10 +12,12 @@ namespace {
 
 class SimBackend : public Backend {
  public:
-  explicit SimBackend(uint64_t seed) : cluster_(seed) {}
+  SimBackend(uint64_t seed, const std::string& profile)
+      : cluster_(seed, sim::Profile::ByName(profile)) {}
   std::string_view kind() const override { return "sim"; }
   Cluster& cluster() override { return cluster_; }
   void Run(Task<void> task) override { cluster_.RunToCompletion(std::move(task)); }
+  void Shutdown() override { cluster_.sim().Shutdown(); }
 
  private:
   sim::SimCluster cluster_;
@@ -24,7 +26,7 @@ class SimBackend : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> MakeBackend(const BackendOptions& opts) {
-  if (opts.kind == "sim") return std::make_unique<SimBackend>(opts.seed);
+  if (opts.kind == "sim") return std::make_unique<SimBackend>(opts.seed, opts.profile);
   if (opts.kind == "ibv") {
 #ifdef DMB_HAVE_IBV
     return ibv::MakeIbvBackend(opts);

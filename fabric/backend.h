@@ -27,6 +27,7 @@ namespace dmb::fabric {
 struct BackendOptions {
   std::string kind = "sim";          // "sim" | "ibv"
   uint64_t seed = 1;                 // sim
+  std::string profile = "cx5";       // sim: the calibration profile (sim/profile.h)
   std::vector<std::string> devices;  // ibv: RDMA device names, e.g. {"rxe0", "rxe1"}
   int gid_index = -1;                // ibv: -1 = first RoCEv2/IB GID that is usable
 };
@@ -37,10 +38,14 @@ class Backend {
   virtual std::string_view kind() const = 0;
   virtual Cluster& cluster() = 0;
   virtual void Run(Task<void> task) = 0;
+  // Stops every coroutine still suspended on the cluster (pollers, MN
+  // workers) so that what they reference can be destroyed.
+  virtual void Shutdown() = 0;
 };
 
 // Throws std::invalid_argument naming the problem (unknown kind, no device,
-// ibv support not compiled in).
+// ibv support not compiled in); an unknown profile throws what
+// sim::Profile::ByName throws.
 std::unique_ptr<Backend> MakeBackend(const BackendOptions& opts);
 
 }  // namespace dmb::fabric

@@ -22,16 +22,15 @@ namespace dmb::harness {
 
 Testbed::Testbed(const TestbedSpec& spec) : spec_(spec) {
   systems::Deployment d;
-  if (spec.backend == "sim") {
-    auto c = std::make_unique<sim::SimCluster>(spec.seed, sim::Profile::ByName(spec.profile));
-    sim_ = c.get();
-    cluster_ = std::move(c);
-  } else if (spec.backend == "ibv") {
-    BuildIbv(&d);
-  } else {
+  if (spec.backend != "sim" && spec.backend != "ibv") {
     throw systems::ConfigError("unknown backend '" + spec.backend + "'; known backends: sim, ibv");
   }
-  d.cluster = cluster_.get();
+  backend_ = fabric::MakeBackend(
+      {.kind = spec.backend, .seed = spec.seed, .profile = spec.profile, .devices = spec.devices});
+  cluster_ = &backend_->cluster();
+  sim_ = dynamic_cast<sim::SimCluster*>(cluster_);
+  if (spec.backend == "ibv") BuildIbv(&d);
+  d.cluster = cluster_;
   d.pool_bytes = spec.pool_bytes;
   if (!d.remote_mn) {
     fabric::NodeConfig mc;
@@ -59,21 +58,11 @@ sim::SimCluster& Testbed::cluster() {
   return *sim_;
 }
 
-void Testbed::Run(Task<void> task) {
-  if (sim_) {
-    sim_->RunToCompletion(std::move(task));
-    return;
-  }
-#ifdef DMB_HAVE_IBV
-  static_cast<fabric::ibv::IbvCluster*>(cluster_.get())->Run(std::move(task));
-#endif
-}
+void Testbed::Run(Task<void> task) { backend_->Run(std::move(task)); }
 
 #ifdef DMB_HAVE_IBV
 void Testbed::BuildIbv(systems::Deployment* d) {
-  auto c = std::make_unique<fabric::ibv::IbvCluster>(spec_.devices);
-  fabric::ibv::IbvCluster* ibv = c.get();
-  cluster_ = std::move(c);
+  auto* ibv = dynamic_cast<fabric::ibv::IbvCluster*>(cluster_);
   if (spec_.mn_endpoint.empty()) return;  // MN in this process
   std::string endpoint = spec_.mn_endpoint;
   // The operator token (reclaim, shutdown): ours when we spawned the daemon,
@@ -144,7 +133,7 @@ void Testbed::SpawnMnDaemon() {
 // A daemon that dies (a crash, a kill) fails the run at once, naming how it
 // died, instead of leaving the CNs waiting for replies until the stall limit.
 void Testbed::WatchMnDaemon() {
-  auto* ibv = static_cast<fabric::ibv::IbvCluster*>(cluster_.get());
+  auto* ibv = dynamic_cast<fabric::ibv::IbvCluster*>(cluster_);
   ibv->rt().AddPoller([this, last = std::chrono::steady_clock::now()]() mutable -> int {
     const auto now = std::chrono::steady_clock::now();
     if (mn_pid_ <= 0 || now - last < std::chrono::milliseconds(100)) return 0;
@@ -214,10 +203,7 @@ void Testbed::RunAll(std::vector<Task<void>> tasks) {
 
 Testbed::~Testbed() {
   // Coroutines (MN workers) reference the approach: stop them first.
-  if (sim_) sim_->sim().Shutdown();
-#ifdef DMB_HAVE_IBV
-  if (!sim_) static_cast<fabric::ibv::IbvCluster*>(cluster_.get())->rt().Shutdown();
-#endif
+  backend_->Shutdown();
   mm_.reset();
   StopMnDaemon();
 }

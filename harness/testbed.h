@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "fabric/backend.h"
 #include "fabric/sim/sim_cluster.h"
 #include "systems/registry.h"
 
@@ -64,8 +65,9 @@ class Testbed {
   void StopMnDaemon();
 
   TestbedSpec spec_;
-  std::unique_ptr<fabric::Cluster> cluster_;
-  sim::SimCluster* sim_ = nullptr;
+  std::unique_ptr<fabric::Backend> backend_;  // fabric::MakeBackend's
+  fabric::Cluster* cluster_ = nullptr;        // backend_'s
+  sim::SimCluster* sim_ = nullptr;            // the same cluster when it is the simulator's
   fabric::Node* mn_ = nullptr;
   std::unique_ptr<systems::MnSide> remote_mn_;
   int mn_pid_ = -1;

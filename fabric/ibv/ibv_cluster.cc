@@ -340,6 +340,7 @@ class IbvBackend : public Backend {
   std::string_view kind() const override { return "ibv"; }
   Cluster& cluster() override { return cluster_; }
   void Run(Task<void> task) override { cluster_.Run(std::move(task)); }
+  void Shutdown() override { cluster_.rt().Shutdown(); }
 
  private:
   IbvCluster cluster_;
