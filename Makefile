@@ -16,7 +16,7 @@
 # Debian 12 packages used (installed by `make deps` when missing):
 DEB_PACKAGES := build-essential cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev \
                 libyaml-cpp-dev libcli11-dev libfmt-dev clang-format libibverbs-dev \
-                python3 python3-matplotlib python3-pandas
+                python3 python3-matplotlib python3-pandas flake8
 
 PRESET ?= dev
 JOBS ?= $(shell nproc)

@@ -114,6 +114,7 @@ def main(argv):
 
     if no_variant:
         C.warn(f"{NAME}: {no_variant} point(s) without a variant; series named by alloc_bytes")
+
     # Static-MR, RPC-MW, OneSidedMW in the papers' order; larger sizes first
     # (the paper's legend: OneSidedMW(8 KB) before (4 KB)); unlimited after its base.
     def order(k):
