@@ -11,12 +11,13 @@
 #                    make alloc-rate, make offload-model; `make figures` runs them all)
 #   make calibrate   check every calibration primitive against its source
 #   make bench       simulator speed (simulated WRs per wall second)
-#   make format      clang-format the tree (make test checks it: ctest style.clang_format)
+#   make format      clang-format the tree (make test checks it: ctest style.clang_format;
+#                    the style label also runs flake8 on plots/ and clang-tidy, .clang-tidy)
 #
 # Debian 12 packages used (installed by `make deps` when missing):
 DEB_PACKAGES := build-essential cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev \
                 libyaml-cpp-dev libcli11-dev libfmt-dev clang-format libibverbs-dev \
-                python3 python3-matplotlib python3-pandas
+                python3 python3-matplotlib python3-pandas flake8 clang-tidy
 
 PRESET ?= dev
 JOBS ?= $(shell nproc)

@@ -27,7 +27,8 @@ KEY_COLS = ["figure", "system", "variant", "op", "io", "threads", "cns", "mn_cor
 NUMERIC_KEYS = ["threads", "cns", "mn_cores", "seed", "size_bytes", "offload_qps", "mw_type",
                 "page_bytes"]
 METRICS = ["lat_us_p50", "lat_us_p99", "lat_us_mean", "free_lat_us_p50", "free_lat_us_p99",
-           "free_lat_us_mean", "rebind_lat_us_mean", "mops", "kops", "free_kops", "mn_cpu_busy_frac", "count",
+           "free_lat_us_mean", "rebind_lat_us_mean", "mops", "kops", "free_kops",
+           "mn_cpu_busy_frac", "count",
            "failures", "virtual_s", "tput_mops",
            # Not in the contract yet; used when present (the micro program reports
            # them for mr_reg and mw_bind): MR deregistration, type-2 MW LOCAL_INV.

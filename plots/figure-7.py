@@ -16,31 +16,20 @@ Reads results/figure-7/figure-7.csv (op=kv) and compare.csv; writes
 figure-7.png and figure-7.pdf.
 """
 
-import importlib.util
 import math
 import os
 import re
 import sys
 
 sys.dont_write_bytecode = True
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from matplotlib.lines import Line2D  # noqa: E402
 
 import common as C  # noqa: E402
+import kv_common as KV  # noqa: E402
 import style as S  # noqa: E402
 
-
-def _kv_helpers():
-    """load_kv, aggregate_kv, ... live in figure-6.py (a name Python cannot import)."""
-    spec = importlib.util.spec_from_file_location("figure6", os.path.join(HERE, "figure-6.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-F6 = _kv_helpers()
 NAME = "figure-7"
 
 # (metric, scale, title, y label, log y)
@@ -78,7 +67,7 @@ def main(argv):
     ap = C.parser(NAME, __doc__)
     args = ap.parse_args(argv)
     res, out = C.resolve_dirs(args, NAME)
-    df = F6.load_kv(res, NAME)
+    df = KV.load_kv(res, NAME)
     compare = C.load_compare(res)
     S.apply()
 
@@ -93,7 +82,7 @@ def main(argv):
     if df["cns"].nunique() > 1:
         C.warn(f"{NAME}: several cns values ({', '.join(sorted(df['cns'].unique()))}); the x "
                f"axis (threads_total) mixes them")
-    agg = F6.aggregate_kv(df)
+    agg = KV.aggregate_kv(df)
     agg = agg[agg["threads_total"] != ""]
     if agg.empty:
         raise C.PlotError(f"{C.display_path(df.attrs['path'])}: no row has threads_total "
@@ -114,14 +103,15 @@ def main(argv):
 
     if no_variant:
         C.warn(f"{NAME}: {no_variant} point(s) without a variant; series named by alloc_bytes")
+
     # Static-MR, RPC-MW, OneSidedMW in the papers' order; larger sizes first
     # (the paper's legend: OneSidedMW(8 KB) before (4 KB)); unlimited after its base.
     def order(k):
         base = k.split("|")[0]
         sys_ = base.partition("/")[0]
         rank = S.SYSTEM_ORDER.index(sys_) if sys_ in S.SYSTEM_ORDER else 99
-        size = F6.parse_size(next((t for t in re.split(r"[-_/]+", base)
-                                   if F6.parse_size(t) == F6.parse_size(t)), "nan"))
+        size = KV.parse_size(next((t for t in re.split(r"[-_/]+", base)
+                                   if KV.parse_size(t) == KV.parse_size(t)), "nan"))
         return (rank, -(size if size == size else 0), k.endswith("|unlimited"), k)
     series = sorted(styles, key=order)
 
@@ -149,7 +139,7 @@ def main(argv):
                     markerfacecolor="white" if hollow else col, markeredgecolor=col,
                     zorder=3)
             if seeds > 1:
-                F6.seed_bars(ax, list(s["x"]), ys, list(s[metric + "_min"]),
+                KV.seed_bars(ax, list(s["x"]), ys, list(s[metric + "_min"]),
                              list(s[metric + "_max"]), col, scale)
             values += ys
             drawn.add(k)

@@ -201,8 +201,8 @@ def panel_mr(ax, mr, mw, compare):
     ax.set_yscale("log")
     if values:
         ax.set_ylim(10 ** math.floor(math.log10(min(values) * 0.8)),
-                    10 ** math.ceil(math.log10(max(values) * 1.25)) * (3 if len(handles) > 3
-                                                                        else 1))
+                    10 ** math.ceil(math.log10(max(values) * 1.25)) *
+                    (3 if len(handles) > 3 else 1))
     ax.grid(True, which="major")
     return handles, seeds, any(not m["relative"] for m in marks), \
         any(m["relative"] for m in marks)

@@ -165,7 +165,8 @@ def table(d, lines):
         lines.append("The spec states no paper values.")
         lines.append("")
         return counts
-    lines.append("| What the paper states | Where | Point | Metric | Paper | Ours | Ratio | Verdict |")
+    lines.append("| What the paper states | Where | Point | Metric | Paper | Ours | Ratio "
+                 "| Verdict |")
     lines.append("|---|---|---|---|---:|---:|---:|---|")
     for _, r in cmp.iterrows():
         row = {k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
@@ -174,8 +175,8 @@ def table(d, lines):
             C.warn(f"{C.display_path(compare_path)}: unknown verdict '{verdict}'")
             counts[verdict] = 0
         counts[verdict] += 1
-        shown = {"hit": "hit", "miss": "**miss**", "no data": "no data"}.get(verdict,
-                                                                            md(verdict))
+        shown = {"hit": "hit", "miss": "**miss**", "no data": "no data"}.get(
+            verdict, md(verdict))
         lines.append("| " + " | ".join([
             md(row.get("label", "")), md(row.get("where", "")), md(what(row)),
             md(metric_cell(row)), num(row.get("paper")), num(row.get("ours")),

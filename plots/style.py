@@ -130,10 +130,10 @@ def _crc(key):
 def _shade(hex_color, key):
     """A deterministic lighter or darker shade of hex_color for key."""
     r, g, b = mcolors.to_rgb(hex_color)
-    h, l, s = colorsys.rgb_to_hls(r, g, b)
+    h, light, s = colorsys.rgb_to_hls(r, g, b)
     steps = [-0.18, 0.14, -0.09, 0.22, 0.07]
-    l = min(0.85, max(0.15, l + steps[_crc(key) % len(steps)]))
-    return mcolors.to_hex(colorsys.hls_to_rgb(h, l, s))
+    light = min(0.85, max(0.15, light + steps[_crc(key) % len(steps)]))
+    return mcolors.to_hex(colorsys.hls_to_rgb(h, light, s))
 
 
 def color(key):

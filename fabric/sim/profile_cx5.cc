@@ -1,8 +1,8 @@
 // ConnectX-5 (100 Gbps) profile: the testbed of OneSidedMW, ODRP and Patronus.
 //
-// Only primitive measurements are sources. Papers (in ../shared/papers):
-//   [ODRP]      odrp.txt           [PAT] patronus-fast23.txt
-//   [OSMW]      onesidedmw-nsdi26.txt   [FM] finemem-osdi25.txt
+// Only primitive measurements are sources. Papers (full citations in
+// docs/references.md): [ODRP] ODRP (NSDI'25), [PAT] Patronus (FAST'23),
+// [OSMW] OneSidedMW (NSDI'26), [FM] FineMem (OSDI'25).
 // Values marked "assumption" have no primitive measurement in those papers;
 // they fix how a measured total is split between stages, and `dmbench
 // calibrate` checks that every measured primitive is still reproduced.

@@ -65,8 +65,8 @@ def compare_rows(figure, rows, specs, joined=False):
     else the first one only, as older runners did)."""
     def mean(match, metric):
         vals = [float(r[metric]) for r in rows
-                if all(str(r.get(k, "")) == str(v) for k, v in match.items())
-                and r.get(metric, "") != ""]
+                if all(str(r.get(k, "")) == str(v) for k, v in match.items()) and
+                r.get(metric, "") != ""]
         return sum(vals) / len(vals) if vals else None
 
     out = []

@@ -115,20 +115,19 @@ nonempty "$res/figure-6/figure-6-256B.png" "$res/figure-6/figure-6-256B.pdf"
 expect_error "figure-6.py --value 4KB (not run)" "no rows with value_bytes=4096" \
   "$py" "$plots/figure-6.py" --results "$res/figure-6" --value 4KB
 
-# figure-6's key-value helpers (figure-7.py uses them too): approach keys, sizes.
-run "figure-6.py helpers" "$py" - <<PYEOF
-import importlib.util, sys
+# The key-value helpers of figure-6 and figure-7 (kv_common.py): approach keys, sizes.
+run "kv_common.py helpers" "$py" - <<PYEOF
+import sys
 sys.path.insert(0, "$plots")
-spec = importlib.util.spec_from_file_location("f6", "$plots/figure-6.py")
-f6 = importlib.util.module_from_spec(spec); spec.loader.exec_module(f6)
-k = f6.approach_key
+import kv_common as kv
+k = kv.approach_key
 assert k("rpc_mw", "type1-2KB") == "rpc_mw/type1", k("rpc_mw", "type1-2KB")
 assert k("rpc_mw", "4KB", "mw_type=2;granularity=4KB") == "rpc_mw/type2"
 assert k("onesided_mw", "4KB") == "onesided_mw"
 assert k("onesided_mw", "4KB-aq4") == "onesided_mw/aq4"
 assert k("static_mr", "16MB") == "static_mr"
-assert f6.snap_pow2(1.67772e+07) == 16 << 20 and f6.snap_pow2(3000.0) == 3000.0
-assert f6.parse_size("512B") == 512 and f6.parse_size("32KB") == 32768
+assert kv.snap_pow2(1.67772e+07) == 16 << 20 and kv.snap_pow2(3000.0) == 3000.0
+assert kv.parse_size("512B") == 512 and kv.parse_size("32KB") == 32768
 PYEOF
 
 # --out elsewhere; the same figure twice gives the same bytes (no timestamps).

@@ -1,4 +1,4 @@
-// finemem: FineMem (OSDI'25, ../shared/papers/finemem-osdi25.txt §3-4).
+// finemem: FineMem ([FM] §3-4, OSDI'25; docs/references.md).
 //
 // MN side (FineMemMn): registers the pool once as an MR that only allows MW
 // binding, pre-binds TWO type-1 memory windows per chunk (main and backup) at

@@ -1,6 +1,6 @@
 // FineMem's metadata in MN memory: where each word lives and the bit layout
 // of every 64-bit word that CNs and the MN update with RDMA atomics.
-// [FM] = ../shared/papers/finemem-osdi25.txt, §4.
+// [FM] §4 (docs/references.md).
 //
 // Address space. The pool is cut into 4 KB units; a span is 32 units
 // (128 KB) and a section 16 spans (2 MB). A chunk is `granularity` bytes =

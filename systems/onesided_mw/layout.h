@@ -1,5 +1,5 @@
 // OneSidedMW's metadata in MN memory and the wire formats of the allocation
-// chain. [OSMW] = ../shared/papers/onesidedmw-nsdi26.txt, §3.1, §4.1-4.3.
+// chain. [OSMW] §3.1, §4.1-4.3 (docs/references.md).
 //
 // Everything a WR chain copies into a WQE is stored BIG-ENDIAN, exactly as the
 // WQE field it lands in (fabric/wqe_layout.h), so a RECV scatter or a READ

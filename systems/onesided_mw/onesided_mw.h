@@ -1,4 +1,4 @@
-// OneSidedMW ([OSMW] = ../shared/papers/onesidedmw-nsdi26.txt) behind the
+// OneSidedMW ([OSMW], docs/references.md) behind the
 // MemoryManager interface: allocation and free run as WR chains on the MN's
 // RNIC (alloc_chain.h, free_chain.h), access is one-sided through type-2 MWs
 // bound to the CN's own access QPs. The MN CPU sets up, and then only

@@ -6,7 +6,8 @@
 # 1. guest-up.sh: rxe0 and rxe1 over a veth pair;
 # 2. ctest -L rxe in BUILD_DIR (the build tree is the host's, read-only with a
 #    throw-away overlay); finding no rxe-labelled test is a failure unless
-#    RXE_ALLOW_EMPTY=1;
+#    RXE_ALLOW_EMPTY=1; DMB_RXE_REQUIRED=1, so need-devices.sh fails a test
+#    whose device is missing here instead of skipping it as on a host;
 # 3. perftest.sh: reference READ latency / message rate -> BUILD_DIR/rxe/perftest.json,
 #    then access-vs-perftest.sh: `dmbench micro access --backend ibv` beside it.
 # Results in BUILD_DIR/rxe/: ctest.log, perftest.json, perftest-*.log.
@@ -27,6 +28,7 @@ echo "=== guest-tier: bringing up rxe0/rxe1"
 "$HERE/guest-up.sh" || { echo "guest-tier: FAILED: Soft-RoCE devices did not come up" >&2; exit 1; }
 
 echo "=== guest-tier: ctest -L rxe"
+export DMB_RXE_REQUIRED=1   # here the devices must exist: a skip would hide a broken tier
 n=$(ctest --test-dir "$B" -L rxe -N ${RXE_CTEST_ARGS:-} | awk '/^Total Tests:/ { print $3 }')
 if [ "${n:-0}" -gt 0 ]; then
   # --timeout only covers tests without their own TIMEOUT property.
