@@ -7,6 +7,37 @@
 //
 // Written: Load, Unmapped Store, Mapped Store, Invalidate.
 //
+// Chains per CN: a CN holds a small pool of chains per kind (odrp.h "Chains
+// per CN", knob chains_per_kind), shared by all its lanes and groups; each
+// chain below carries one request at a time.
+//
+// ---- Pipelining one chain (designed, not written: issue 13) ------------------
+// [ODRP] §4.4 has one connection per chain type per CN with requests
+// pipelined through it. The layout worked out for that, after OneSidedMW's
+// allocation chain (alloc_chain.h), for whoever writes it:
+//   - one R (RQ + managed SQ) per kind; W lanes of L_w/C_w; request n runs
+//     on lane n mod W as that lane's instance j = n / W. R's instance is R0
+//     and R1 = SEND_ENABLE C_w through the lane's next instance (no WAIT on
+//     R0's ack: nothing waits for a CN round trip).
+//   - C_w's instance: WAIT rcq >= n+1; the kind's gates; WAIT on the last
+//     L step; WAIT gcq >= n; SEND_ENABLE R -> R's instance n, signaled into
+//     gcq (shared by every C_w: an ENABLE enables every WQE below its index,
+//     so instance n's part of R may be enabled only after n-1's).
+//   - Every R0 must fault unless its own instance's L steps ran: Load's R0
+//     already does (address 0 from Z); the stores' and Invalidate's 0-byte
+//     notification would not, so it needs an 8-byte source address that the
+//     last L step (FENCE: after the store completed) writes into R0.
+//   - Z becomes a per-lane ticket T at the end of the lane's instance: a
+//     READ of the zero word into R0's address field, enabled by the lane's
+//     next C_w instance (which R1 enables, i.e. after R0 ran). R never runs
+//     the same WQE twice with a stale address: reaching instance n + slots
+//     passes the lane's instance j+1 first (slots / W >= 2), whose field is
+//     nonzero only if its L step ran, which L_w runs after T(j) (in order).
+//   - The re-arm lag becomes W + 1 (request n re-arms instance n - W - 1 +
+//     slots, whose C_w instance R1 of request >= n enables) and slots >= 4W.
+//   - Unmapped Store with W > 1 needs recovery of every lane's last dequeue
+//     (several lanes can fault on one empty queue), as OneSidedMW's Inspect.
+//
 // ---- QPs per chain (all on the MN, in the MN's one PD) ----------------------
 //   R  CN-facing (connected to the CN's chain QP). RQ: one RECV per slot takes
 //      the CN's SEND and scatters its arguments into later WQEs. SQ (managed):

@@ -15,19 +15,39 @@
 // Read = Load chain, Write = Mapped Store chain, both only whole pages (offset
 // 0, 4096 B; anything else is kUnsupported). Free = Invalidate chain.
 //
-// Lanes. A lane is a set of chains of its own (a ChainClient carries one
-// request at a time): Load and Mapped Store; lane 0 of each group also holds
-// the group's Unmapped Store (Alloc) and Invalidate (Free) chains. Lane.qp is
-// the CN end of the lane's Load chain and Lane.cq is null: never post on them.
-// Any fault of a lane's Load or Mapped Store chain moves Lane.qp to ERR, so
-// Lane::broken() tells the lane needs RecoverLane, which rebuilds every
-// faulted chain of the lane.
-// Unlike ODRP §4.4 (one connection per chain type per CN, requests pipelined
-// through it), chains here are per lane and carry one request at a time: 24
-// threads put ~289 offloading QPs on the MN (the offload penalty then slows
-// every MN WR). Pipelining them as the OneSidedMW allocation chain's lanes
-// do is open work (issue 13).
+// Chains per CN ([ODRP] §4.4: "for each type of WR chain, the CNode backend
+// has an RDMA connection to the MNode"). The CN's chains are a pool per kind
+// (Load, Mapped Store, Unmapped Store, Invalidate) shared by every lane and
+// access group of the CN: a request takes an idle chain of its kind, runs on
+// it and gives it back. A chain still carries one request at a time (its
+// re-arm lag relies on it, chains.h), so up to `chains_per_kind` requests of
+// a kind are in flight per CN. The first chain of each kind is opened with
+// the CN's first access group; a request that finds every chain of its kind
+// busy opens another (MN CPU, control path) until there are
+// chains_per_kind, then waits for one to come back. So a CN puts at most
+// 4 x chains_per_kind CN-facing R QPs (3 x that many offloaded QPs) on the
+// MN, however many threads, groups and lanes it has; before, every lane
+// had its own Load and Mapped Store chain and every group its own Unmapped
+// Store and Invalidate chain (24 threads: 96 R QPs, ~289 offloaded QPs, and
+// the simulator's offload penalty per CN-facing QP slowed every MN WR).
+// Why 4 by default: one chain serves one request per its latency (~6-9 us,
+// `dmbench micro access --system odrp --threads 1`), 110-160 k requests/s;
+// a CN swapping at 100 Gbps / 6 CNs moves ~500 k pages/s, about 4 chains'
+// worth. More chains add offloaded QPs, which slow every MN WR.
+// Not yet ODRP's own layout (issue 13, open): one chain per kind per CN with
+// requests pipelined through it (W worker/control lanes behind one R QP, as
+// the OneSidedMW allocation chain does), which needs an R ring whose
+// instances do not wait for the previous reply's ack, a per-lane ticket that
+// zeroes R0's page address after R0 ran, and recovery that repairs every
+// lane's last dequeue.
 //
+// Lanes. A lane owns no chain. Lane.qp is a CN-local QP that is never
+// connected (never post on it; Lane.cq is null, Lane.mn_qpn 0): it only
+// carries the lane's state. A refused Read or Write moves it to ERR, so
+// Lane::broken() tells the lane needs RecoverLane, which resets it. The
+// pooled chain that faulted is rebuilt at once by the request that found it
+// faulted (while it still holds the chain), so no other lane ever gets a
+// faulted chain.
 // Refusals. The chains refuse by faulting (chains.h "Faults"): an unmapped
 // entry, a tt_addr outside the CN's own TT (another CN's chunk) or an empty
 // free page queue. The CN sees no reply. When reply_timeout_us has passed (a
@@ -36,10 +56,10 @@
 // (a loaded RNIC) and the CN waits another reply_timeout_us. A CN therefore
 // never abandons a running request, and the MN never stops a chain mid-request
 // (RebuildChain first waits until the chain faulted or is idle). A refused
-// request:
+// request (its chain is rebuilt at once):
 //   Read/Write -> kAccessDenied, lane broken until RecoverLane;
-//   Free       -> kNotOwner, the Invalidate chain is rebuilt at once;
-//   Alloc      -> see "Empty queue"; the Unmapped Store chain is rebuilt at once.
+//   Free       -> kNotOwner;
+//   Alloc      -> see "Empty queue".
 // Except the empty queue, no refused request changes MN state.
 //
 // Recovery (MN CPU, control path). OdrpMnSide::RebuildChain stops the dead
@@ -87,6 +107,7 @@
 namespace dmb::systems::odrp {
 
 inline constexpr uint32_t kChainSlots = 4;  // pre-posted instances per chain
+inline constexpr uint32_t kChainKinds = 4;  // ChainKind's values
 
 // What the MN found when it rebuilt a chain.
 struct ChainReport {
@@ -189,40 +210,53 @@ class OdrpCn : public CnSide {
   Task<Status> RecoverLane(Lane& lane) override;
 
   uint64_t swap_pages_used() const { return swap_used_; }
+  // Chains this CN has of `kind` (tests: the pool stays at chains_per_kind).
+  size_t chains_of(ChainKind kind) const {
+    return pools_[static_cast<size_t>(kind)].chains.size();
+  }
 
  private:
-  struct Slot {
+  // One chain of the CN's pool for a kind (see "Chains per CN").
+  struct PooledChain {
     ChainKind kind = ChainKind::kLoad;
-    uint64_t hdr = 0;  // request header buffer in the group MR
+    uint64_t hdr = 0;  // its request header buffer (hdr_mr_)
     std::unique_ptr<ChainClient> client;
     Chain* chain = nullptr;  // the MN's chain (a handle for RebuildChain)
+    bool busy = false;       // a request of this CN runs on it
   };
-  struct LaneChains {
-    Lane* lane = nullptr;
-    std::vector<Slot> slots;  // kLoad, kMappedStore (+ kUnmappedStore, kInvalidate on lane 0)
+  struct KindPool {
+    std::vector<std::unique_ptr<PooledChain>> chains;
+    uint32_t opening = 0;  // chains being opened for this kind
+    WaitList freed;        // requests waiting for an idle chain
   };
   struct Group {
     std::unique_ptr<AccessGroup> group;
     fabric::Mr* mr = nullptr;
     uint64_t zero_page = 0;  // 4 KB of zeros: what Alloc stores
-    std::vector<LaneChains> lanes;
   };
 
   Task<void> EnsureTable();
-  Task<void> AddLane(Group* g, size_t index, uint64_t hdr_base);
-  std::unique_ptr<ChainClient> NewClient(const Group& g, ChainKind kind, uint64_t hdr) const;
+  // The header MR and the first chain of each kind (the CN's first group).
+  Task<void> EnsurePools();
+  Task<void> AddLane(Group* g, size_t index);
+  std::unique_ptr<ChainClient> NewClient(ChainKind kind, uint64_t hdr) const;
   Group* GroupOf(const AccessGroup& g);
-  Slot& SlotOf(LaneChains& lc, ChainKind kind);
-  Task<ChainReport> Rebuild(Group& g, LaneChains& lc, Slot& s, uint64_t tt_addr);
+  // An idle chain of `kind` (opening one while fewer than chains_per_kind
+  // exist, else waiting); Release gives it back.
+  Task<PooledChain*> Acquire(ChainKind kind);
+  Task<PooledChain*> OpenPooled(ChainKind kind);
+  void Release(PooledChain* pc);
+  Task<ChainReport> Rebuild(PooledChain& pc, uint64_t tt_addr);
   // The client's deadline asks the MN whether its chain still runs.
-  void WatchLiveness(Slot& s);
+  void WatchLiveness(PooledChain& pc);
   Task<Result<Chunk>> AllocOnce(Group& g, bool* retry);
-  LaneChains* LaneOf(const Lane& lane);
+  Task<Status> FreeOn(PooledChain& pc, const Chunk& chunk);
   Status CheckIo(const Lane& lane, uint64_t offset, uint32_t length, uint64_t local_addr) const;
   // Read (kLoad) or Write (kMappedStore) of one whole page.
   Task<Status> Access(ChainKind kind, Lane& lane, const Chunk& chunk, uint64_t offset,
                       uint32_t length, uint64_t local_addr);
-  Status Refused(LaneChains& lc, const Slot& s, const Status& st, const Chunk& chunk);
+  Status Refused(Lane& lane, ChainKind kind, bool timed_out, const Status& st,
+                 const Chunk& chunk);
   // The CN's swap pages: a bitmap of those mapped (or being mapped) in its TT.
   bool TakeSwapPage(uint64_t* index);
   void ReleaseSwapPage(uint64_t index);
@@ -236,6 +270,7 @@ class OdrpCn : public CnSide {
   fabric::Node* node_;
   fabric::Runtime* rt_;
   Ps timeout_;
+  uint32_t chains_per_kind_;  // knob chains_per_kind
   uint64_t swap_pages_;
   fabric::Pd* pd_ = nullptr;
   const CnTable* table_ = nullptr;
@@ -244,6 +279,9 @@ class OdrpCn : public CnSide {
   uint64_t swap_hint_ = 0;
   bool saw_empty_ = false;  // the last dequeue found the MN's queue empty
   std::vector<std::unique_ptr<Group>> groups_;
+  fabric::Mr* hdr_mr_ = nullptr;  // kChainKinds x chains_per_kind_ request headers
+  fabric::Cq* lane_cq_ = nullptr;  // the lanes' state QPs' CQ (never used)
+  KindPool pools_[kChainKinds];
   fabric::CpuCost cost_qp_modify_;
 };
 
