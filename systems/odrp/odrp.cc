@@ -486,7 +486,8 @@ Task<Result<Chunk>> OdrpCn::AllocOnce(Group& g, bool* retry) {
 }
 
 Task<Status> OdrpCn::Free(AccessGroup& ag, const Chunk& chunk) {
-  if (!GroupOf(ag)) co_return Status(Code::kInvalidArgument, "odrp: not an access group of this CN");
+  if (!GroupOf(ag))
+    co_return Status(Code::kInvalidArgument, "odrp: not an access group of this CN");
   PooledChain* pc = co_await Acquire(ChainKind::kInvalidate);
   const Status st = co_await FreeOn(*pc, chunk);
   Release(pc);

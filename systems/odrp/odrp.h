@@ -211,9 +211,7 @@ class OdrpCn : public CnSide {
 
   uint64_t swap_pages_used() const { return swap_used_; }
   // Chains this CN has of `kind` (tests: the pool stays at chains_per_kind).
-  size_t chains_of(ChainKind kind) const {
-    return pools_[static_cast<size_t>(kind)].chains.size();
-  }
+  size_t chains_of(ChainKind kind) const { return pools_[static_cast<size_t>(kind)].chains.size(); }
 
  private:
   // One chain of the CN's pool for a kind (see "Chains per CN").
@@ -255,8 +253,7 @@ class OdrpCn : public CnSide {
   // Read (kLoad) or Write (kMappedStore) of one whole page.
   Task<Status> Access(ChainKind kind, Lane& lane, const Chunk& chunk, uint64_t offset,
                       uint32_t length, uint64_t local_addr);
-  Status Refused(Lane& lane, ChainKind kind, bool timed_out, const Status& st,
-                 const Chunk& chunk);
+  Status Refused(Lane& lane, ChainKind kind, bool timed_out, const Status& st, const Chunk& chunk);
   // The CN's swap pages: a bitmap of those mapped (or being mapped) in its TT.
   bool TakeSwapPage(uint64_t* index);
   void ReleaseSwapPage(uint64_t index);
@@ -279,7 +276,7 @@ class OdrpCn : public CnSide {
   uint64_t swap_hint_ = 0;
   bool saw_empty_ = false;  // the last dequeue found the MN's queue empty
   std::vector<std::unique_ptr<Group>> groups_;
-  fabric::Mr* hdr_mr_ = nullptr;  // kChainKinds x chains_per_kind_ request headers
+  fabric::Mr* hdr_mr_ = nullptr;   // kChainKinds x chains_per_kind_ request headers
   fabric::Cq* lane_cq_ = nullptr;  // the lanes' state QPs' CQ (never used)
   KindPool pools_[kChainKinds];
   fabric::CpuCost cost_qp_modify_;

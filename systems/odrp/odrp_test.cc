@@ -377,8 +377,8 @@ TEST(Odrp, OnePoolOfChainsPerCnCarriesEveryLanesRequestsAtOnce) {
       chunks->push_back(r.value);
     }
     const Ps t0 = tb.now();
-    CO_ASSERT_OK(co_await cn.Read((*gs)[0]->lane(0), (*chunks)[0], 0, kPageBytes,
-                                  (*gs)[0]->buffer_addr()));
+    CO_ASSERT_OK(
+        co_await cn.Read((*gs)[0]->lane(0), (*chunks)[0], 0, kPageBytes, (*gs)[0]->buffer_addr()));
     *one = tb.now() - t0;
   }(tb, &gs, &chunks, &one));
   // Round 0: every lane writes its chunk; rounds 1, 2: every lane reads it
@@ -387,19 +387,19 @@ TEST(Odrp, OnePoolOfChainsPerCnCarriesEveryLanesRequestsAtOnce) {
   for (int round = 0; round < 3; ++round) {
     std::vector<Task<void>> lanes;
     for (int i = 0; i < 12; ++i) {
-      lanes.push_back([](Testbed& tb, AccessGroup* g, size_t lane, Chunk c, int i,
-                         bool write) -> Task<void> {
-        CnSide& cn = tb.cn(0);
-        const uint64_t buf = g->buffer_addr() + lane * kPageBytes;
-        if (write) {
-          Fill(cn, buf, static_cast<uint8_t>(i));
-          CO_ASSERT_OK(co_await cn.Write(g->lane(lane), c, 0, kPageBytes, buf));
-          co_return;
-        }
-        cn.node()->memory().Fill(buf, 0, kPageBytes);
-        CO_ASSERT_OK(co_await cn.Read(g->lane(lane), c, 0, kPageBytes, buf));
-        EXPECT_TRUE(Holds(cn, buf, static_cast<uint8_t>(i))) << "lane " << i;
-      }(tb, gs[i % 3], i / 3, chunks[i], i, round == 0));
+      lanes.push_back(
+          [](Testbed& tb, AccessGroup* g, size_t lane, Chunk c, int i, bool write) -> Task<void> {
+            CnSide& cn = tb.cn(0);
+            const uint64_t buf = g->buffer_addr() + lane * kPageBytes;
+            if (write) {
+              Fill(cn, buf, static_cast<uint8_t>(i));
+              CO_ASSERT_OK(co_await cn.Write(g->lane(lane), c, 0, kPageBytes, buf));
+              co_return;
+            }
+            cn.node()->memory().Fill(buf, 0, kPageBytes);
+            CO_ASSERT_OK(co_await cn.Read(g->lane(lane), c, 0, kPageBytes, buf));
+            EXPECT_TRUE(Holds(cn, buf, static_cast<uint8_t>(i))) << "lane " << i;
+          }(tb, gs[i % 3], i / 3, chunks[i], i, round == 0));
     }
     const Ps t0 = tb.now();
     tb.RunAll(std::move(lanes));
