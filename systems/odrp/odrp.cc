@@ -618,7 +618,7 @@ const SystemInfo kOdrp{
       "faulted (a refusal is a fault: no reply) or is only slow (then it waits again); a "
       "policy, never on the success path",
       1, 100000000},
-     {"chains_per_kind", KnobKind::kInt, "4",
+     {"chains_per_kind", KnobKind::kInt, "16",
       "chains of each kind (load, mapped store, unmapped store, invalidate) per CN, shared by "
       "all its lanes and groups: up to that many requests of a kind in flight per CN, at most "
       "4x that many CN-facing chain QPs on the MN (odrp.h \"Chains per CN\")",

@@ -30,10 +30,13 @@
 // had its own Load and Mapped Store chain and every group its own Unmapped
 // Store and Invalidate chain (24 threads: 96 R QPs, ~289 offloaded QPs, and
 // the simulator's offload penalty per CN-facing QP slowed every MN WR).
-// Why 4 by default: one chain serves one request per its latency (~6-9 us,
-// `dmbench micro access --system odrp --threads 1`), 110-160 k requests/s;
-// a CN swapping at 100 Gbps / 6 CNs moves ~500 k pages/s, about 4 chains'
-// worth. More chains add offloaded QPs, which slow every MN WR.
+// Why 16 by default: a chain serves one request per its latency (6-9 us
+// at 1 thread), so a CN swapping at 100 Gbps / 6 CNs (~500 k pages/s) needs
+// about 4; but 24 threads keep up to 24 requests in flight and a capped pool
+// queues them (sim, `dmbench micro access --system odrp --threads 24`, mean
+// read/write: 4 chains 37.6/53.4 us, 8: 21.8 us read, 16: 14.4/18.0 us; per
+// lane chains were 18.9/21.6 us). The pool only grows to the concurrency a
+// CN shows, so a high cap costs nothing at low load.
 // Not yet ODRP's own layout (issue 13, open): one chain per kind per CN with
 // requests pipelined through it (W worker/control lanes behind one R QP, as
 // the OneSidedMW allocation chain does), which needs an R ring whose
