@@ -328,6 +328,7 @@
 
 #include "fabric/node.h"
 #include "systems/common/chain_wr.h"
+#include "systems/common/wait_list.h"
 #include "systems/odrp/layout.h"
 #include "systems/status.h"
 
@@ -400,18 +401,28 @@ const char* ChainKindName(ChainKind k);
 // What both ends agree on (the MN tells the CN at connection time).
 struct ChainGeometry {
   ChainKind kind = ChainKind::kLoad;
-  uint32_t slots = 4;  // pre-posted instances: a power of two, >= 4
-  uint32_t l_wrs = 0;  // WQEs per instance on L, R, C
+  uint32_t slots = 4;  // pre-posted instances (all lanes): a power of two, >= 4 x lanes
+  // Load only: W lanes (L_w, C_w) behind one R; request n runs on lane
+  // n mod W, and the CN keeps up to W requests in flight. Other kinds: 1.
+  uint32_t lanes = 1;
+  uint32_t l_wrs = 0;  // WQEs per instance on L (L_w), R, C (C_w)
   uint32_t r_wrs = 0;
   uint32_t c_wrs = 0;
-  static ChainGeometry For(ChainKind kind, uint32_t slots);
+  static ChainGeometry For(ChainKind kind, uint32_t slots, uint32_t lanes = 1);
+  // Request n re-arms instance n - lag: 2 for the one-request kinds, W + 1
+  // for Load (request n is sent once reply n - W arrived, and R's tail of
+  // n - W may not have run by then; that of n - W - 1 has).
+  uint64_t rearm_lag() const { return kind == ChainKind::kLoad ? uint64_t{lanes} + 1 : 2; }
 };
 
-inline constexpr uint64_t kRearmLag = 2;  // request n re-arms instance n - 2
+inline constexpr uint64_t kRearmLag = 2;  // the one-request kinds: request n re-arms n - 2
+// A CN's request headers: one per request in flight, this far apart.
+inline constexpr uint64_t kHeaderStride = 128;
 
 // The WAIT counts / ENABLE indices of the instance serving request m, in the
-// order the request carries them (see RearmTargets in chains.cc).
-std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m);
+// order the request carries them (see RearmTargets in chains.cc). `lanes`:
+// Load's W.
+std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m, uint32_t lanes = 1);
 // The RQ doorbell record value request n writes.
 uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n);
 
@@ -426,7 +437,7 @@ uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n);
 // seq = low 32 bits of n (the reply's imm).
 uint32_t HeaderBytes(ChainKind kind);
 // `rearm`: the re-arm values to send (default: RearmValues for request
-// n - 2 + slots, what an honest CN sends).
+// n - rearm_lag + slots, what an honest CN sends).
 std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t tt_addr,
                                   uint64_t dst_addr = 0, uint32_t dst_rkey = 0,
                                   const std::vector<uint64_t>* rearm = nullptr);
@@ -437,16 +448,21 @@ class Chain {
   // Creates R, L, C (L and C connected to themselves) and (registered here)
   // the scratch words (all but Load) and staging pages (stores). Connect
   // cn_qp() to the CN's ChainClient::qp(), then Arm.
+  // `lanes` (Load only): W worker/control lanes behind the one R.
   static Task<std::unique_ptr<Chain>> Create(OdrpMetadata* mn, const CnTable* cn, ChainKind kind,
-                                             uint32_t slots);
+                                             uint32_t slots, uint32_t lanes = 1);
   // Pre-posts every instance and every RECV, and starts C's first instance
   // (the MN CPU posts them: verbs.post_send each). The only MN CPU work.
   Task<void> Arm();
 
   const ChainGeometry& geometry() const { return geo_; }
   fabric::Qp* cn_qp() const { return r_; }
-  fabric::Qp* worker_qp() const { return l_; }
+  fabric::Qp* worker_qp() const { return l_; }  // Load: lane 0's
   fabric::Qp* control_qp() const { return c_; }
+  fabric::Qp* lane_worker_qp(uint32_t w) const { return lane_l_.at(w); }
+  fabric::Qp* lane_control_qp(uint32_t w) const { return lane_c_.at(w); }
+  // Every MN QP of the chain (R, then L and C or every L_w and C_w).
+  std::vector<fabric::Qp*> qps() const;
   uint64_t requests_taken() const { return r_->counters().recvs_consumed; }
   // A chain QP is in ERR: the chain serves nothing until rebuilt.
   bool Faulted() const;
@@ -467,14 +483,31 @@ class Chain {
   // the dequeue read there (U4's landing in U7's local address field, BE,
   // returned as a value; 0: the free page queue was empty).
   uint64_t ClaimedPosition(uint32_t slot) const;
+  // Load, after a fault (MN CPU, control path): the first request the chain
+  // refused (its L1 faulted on the tt_addr, or the entry it read is 0), or
+  // kNoRequest. The requests between the last acknowledged reply and it may
+  // have lost their replies only because R went to ERR with their R0s in
+  // flight (a QP's error flushes its unacknowledged WRs): innocent.
+  static constexpr uint64_t kNoRequest = ~uint64_t{0};
+  uint64_t RefusedLoad() const;
   uint64_t DequeuedElement(uint32_t slot) const;
 
  private:
   Chain() = default;
   enum Role : uint8_t { kL, kR, kC };
   fabric::Qp* qp(Role r) const { return r == kL ? l_ : r == kR ? r_ : c_; }
+  // The QP of `r` that serves instance s (L and C: lane s mod W).
+  fabric::Qp* qp(Role r, uint32_t s) const {
+    return r == kR ? r_ : r == kL ? lane_l_[s % geo_.lanes] : lane_c_[s % geo_.lanes];
+  }
   uint32_t wrs(Role r) const { return r == kL ? geo_.l_wrs : r == kR ? geo_.r_wrs : geo_.c_wrs; }
   uint64_t Wqe(Role r, uint64_t index) const { return qp(r)->SendWqeAddr(index); }
+  // WQE `k` of instance s (L and C: in lane s mod W's ring, its (s / W)-th).
+  uint64_t InstWqe(Role r, uint32_t s, uint32_t k) const {
+    const uint64_t inst = r == kR ? s : s / geo_.lanes;
+    return qp(r, s)->SendWqeAddr(inst * wrs(r) + k);
+  }
+  void CreateLanes();
   void BuildLoad(uint32_t s, std::vector<fabric::SendWr>* l, std::vector<fabric::SendWr>* r,
                  std::vector<fabric::SendWr>* c, fabric::RecvWr* rr) const;
   void BuildStore(uint32_t s, std::vector<fabric::SendWr>* l, std::vector<fabric::SendWr>* r,
@@ -500,18 +533,25 @@ class Chain {
   fabric::Qp* r_ = nullptr;
   fabric::Qp* l_ = nullptr;
   fabric::Qp* c_ = nullptr;
-  uint64_t scratch_ = 0;  // non-Load: faa[s], ta[s], chk[s] (8 B each per slot)
-  uint64_t staging_ = 0;  // stores: staging[s] at staging_ + 4096 s
+  std::vector<fabric::Qp*> lane_l_;  // L_w (one-request kinds: {l_})
+  std::vector<fabric::Qp*> lane_c_;  // C_w (one-request kinds: {c_})
+  std::vector<fabric::Cq*> lane_lcq_;
+  fabric::Cq* gcq_ = nullptr;  // Load: C_w's signaled ENABLEs of R (the gate)
+  uint64_t scratch_ = 0;       // non-Load: faa[s], ta[s], chk[s] (8 B each per slot)
+  uint64_t staging_ = 0;       // stores: staging[s] at staging_ + 4096 s
   fabric::Mr* scratch_mr_ = nullptr;
   fabric::Mr* staging_mr_ = nullptr;
   bool armed_ = false;
 };
 
-// The CN end of one chain. One request at a time (the re-arm lag relies on
-// it); requests are numbered 0, 1, ... by the client.
+// The CN end of one chain. Up to geometry().lanes requests in flight (one for
+// every kind but Load; the re-arm lag relies on it: request n is sent only
+// after reply n - lanes arrived); requests are numbered 0, 1, ... by the
+// client, and replies come back in that order.
 class ChainClient {
  public:
-  // `hdr_mr` covers [hdr_addr, +HeaderBytes) (local access is enough).
+  // `hdr_mr` covers [hdr_addr, + (lanes - 1) x kHeaderStride + HeaderBytes)
+  // (local access is enough): one header per request in flight.
   // Creates the CN's QP (not connected; access: remote write, for the reply).
   ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, ChainGeometry geo,
               fabric::Mr* hdr_mr, uint64_t hdr_addr);
@@ -519,8 +559,17 @@ class ChainClient {
   fabric::Qp* qp() const { return qp_; }
   const ChainGeometry& geometry() const { return geo_; }
   uint64_t requests_sent() const { return next_; }
-  // The last request ended at its reply deadline (no reply: the MN's chain
-  // refused it, or was slower than `timeout` and no liveness check said so).
+  uint32_t in_flight() const { return in_flight_; }
+  // The number of the request that just returned (Chain::kNoRequest: it was
+  // never sent). Read it as timed_out().
+  uint64_t last_request() const { return last_request_; }
+  // The most requests that were ever in flight at once (tests).
+  uint32_t max_in_flight() const { return max_in_flight_; }
+  // The request that just returned ended at its reply deadline (no reply:
+  // the MN's chain refused it, or was slower than `timeout` and no liveness
+  // check said so). Read it right after the call returns (no co_await in
+  // between): several requests may be in flight. A request flushed behind
+  // one that timed out did not time out.
   bool timed_out() const { return timed_out_; }
   // Asked when a reply deadline passes (control path, e.g. the MN CPU reading
   // the chain's QP states): true = the chain has not faulted, the request is
@@ -555,8 +604,13 @@ class ChainClient {
   static Task<void> Deadline(fabric::Runtime* rt, fabric::Qp* qp,
                              std::shared_ptr<chain::ReplyDeadline> d, Ps timeout,
                              LivenessCheck alive);
-  // Posts the RECV for the reply and the SEND, awaits the reply.
-  Task<Status> Invoke(std::vector<fabric::Sge> payload, uint32_t expect_bytes, Ps timeout);
+  // Waits for a free place in the window (Load), writes request next_'s
+  // header into its buffer, posts the RECV for the reply and the SEND,
+  // awaits the reply.
+  Task<Status> Invoke(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst_rkey,
+                      const fabric::Sge* page, uint32_t expect_bytes, Ps timeout);
+  Status ReplyStatus(const fabric::WorkCompletion& wc, uint64_t n, uint32_t expect_bytes,
+                     Ps timeout, bool timed_out) const;
   // The header of request next_ (re-arm values edited by tamper_, if set).
   std::vector<uint8_t> Header(uint64_t tt_addr, uint64_t dst_addr = 0, uint32_t dst_rkey = 0) const;
   // Writes the header of request next_ and sends it (and the page, if any).
@@ -572,7 +626,10 @@ class ChainClient {
   fabric::Cq* recv_cq_ = nullptr;
   fabric::Qp* qp_ = nullptr;
   uint64_t next_ = 0;
-  bool busy_ = false;  // a request is in flight
+  uint32_t in_flight_ = 0;
+  uint64_t last_request_ = ~uint64_t{0};
+  uint32_t max_in_flight_ = 0;
+  WaitList window_;  // Load: requests waiting for one of the W in flight to return
   bool timed_out_ = false;
   LivenessCheck alive_;
   Tamper tamper_;

@@ -15,7 +15,10 @@ using fabric::QpState;
 
 namespace {
 
-constexpr uint64_t kHdrStride = 128;  // one request header (<= 104 B)
+constexpr uint64_t kHdrStride = kHeaderStride;  // one request header (<= 104 B)
+// A Load flushed behind another request's fault retries on the rebuilt chain
+// at most this often (each retry follows a rebuild).
+constexpr int kFlushRetries = 4;
 
 // Releases the MN's control path when the holder leaves its scope.
 struct Unlocker {
@@ -101,22 +104,29 @@ Task<const CnTable*> OdrpMnSide::ConnectCn(uint32_t cn_index, uint64_t swap_page
   co_return it->second.table;
 }
 
-// Three MN QPs per chain (R, L, C), each created and moved to RTS.
+// 1 + 2 x lanes MN QPs per chain (R, and L, C per lane), each created and
+// moved to RTS.
 Task<std::unique_ptr<Chain>> OdrpMnSide::NewChain(const CnState& cs, ChainKind kind,
-                                                  fabric::Qp* cn_qp) {
-  co_await node_->cpu().Work(cost_qp_modify_, 3 * 3);
-  std::unique_ptr<Chain> c = co_await Chain::Create(odrp_.get(), cs.table, kind, kChainSlots);
+                                                  fabric::Qp* cn_qp, uint32_t lanes) {
+  co_await node_->cpu().Work(cost_qp_modify_, 3 * (1 + 2 * lanes));
+  std::unique_ptr<Chain> c =
+      co_await Chain::Create(odrp_.get(), cs.table, kind, ChainSlots(kind, lanes), lanes);
   deployment_.cluster->Connect(cn_qp, c->cn_qp());
   co_await c->Arm();
   co_return c;
 }
 
-Task<Chain*> OdrpMnSide::OpenChain(uint32_t cn_index, ChainKind kind, fabric::Qp* cn_qp) {
+Task<Chain*> OdrpMnSide::OpenChain(uint32_t cn_index, ChainKind kind, fabric::Qp* cn_qp,
+                                   uint32_t lanes) {
+  if (lanes == 0 || lanes > kMaxLoadLanes || (kind != ChainKind::kLoad && lanes != 1)) {
+    throw std::invalid_argument("odrp: a " + std::string(ChainKindName(kind)) + " chain with " +
+                                std::to_string(lanes) + " lanes");
+  }
   co_await control_.Lock();
   Unlocker unlock{&control_};
   co_await node_->cpu().Work(cost_dispatch_);
   CnState& cs = StateOf(cn_index);
-  cs.chains.push_back(co_await NewChain(cs, kind, cn_qp));
+  cs.chains.push_back(co_await NewChain(cs, kind, cn_qp, lanes));
   ++counters_.chains_opened;
   co_return cs.chains.back().get();
 }
@@ -142,8 +152,12 @@ Task<ChainReport> OdrpMnSide::RebuildChain(uint32_t cn_index, Chain* old, fabric
   rep.faulted = old->Faulted();
   old->Stop();
   if (kind == ChainKind::kUnmappedStore && l_faulted) co_await RecoverDequeue(*old, &rep);
+  if (kind == ChainKind::kLoad && rep.faulted) {
+    co_await node_->cpu().Work(cost_bookkeeping_);
+    rep.refused_request = old->RefusedLoad();
+  }
   rep.entry_mapped = EntryMapped(*cs.table, tt_addr);
-  *it = co_await NewChain(cs, kind, cn_qp);  // the old chain's QPs stay in ERR
+  *it = co_await NewChain(cs, kind, cn_qp, old->geometry().lanes);  // old QPs stay in ERR
   rep.chain = it->get();
   ++counters_.chains_rebuilt;
   co_return rep;
@@ -257,6 +271,7 @@ OdrpCn::OdrpCn(const Deployment& d, uint32_t cn_index, MnControl* mn, const Knob
       rt_(&d.cluster->runtime()),
       timeout_(static_cast<Ps>(k.Int("reply_timeout_us")) * kPsPerUs),
       chains_per_kind_(static_cast<uint32_t>(k.Int("chains_per_kind"))),
+      load_lanes_(static_cast<uint32_t>(k.Int("load_lanes"))),
       swap_pages_(k.Int("swap_pages") > 0 ? static_cast<uint64_t>(k.Int("swap_pages"))
                                           : d.pool_bytes / kPageBytes) {
   if (!mn_) {
@@ -280,13 +295,15 @@ Task<void> OdrpCn::EnsureTable() {
 }
 
 std::unique_ptr<ChainClient> OdrpCn::NewClient(ChainKind kind, uint64_t hdr) const {
-  return std::make_unique<ChainClient>(node_, pd_, rt_, ChainGeometry::For(kind, kChainSlots),
-                                       hdr_mr_, hdr);
+  const uint32_t lanes = kind == ChainKind::kLoad ? load_lanes_ : 1;
+  return std::make_unique<ChainClient>(
+      node_, pd_, rt_, ChainGeometry::For(kind, ChainSlots(kind, lanes), lanes), hdr_mr_, hdr);
 }
 
 Task<void> OdrpCn::EnsurePools() {
   if (hdr_mr_) co_return;
-  const uint64_t bytes = kChainKinds * chains_per_kind_ * kHdrStride;
+  // chains_per_kind_ headers per one-request kind, load_lanes_ for the Load chain.
+  const uint64_t bytes = ((kChainKinds - 1) * chains_per_kind_ + load_lanes_) * kHdrStride;
   const uint64_t base = node_->memory().Alloc(bytes, 64);
   node_->memory().Fill(base, 0, bytes);
   fabric::Mr* mr = co_await node_->RegMr(pd_, base, bytes, fabric::kLocalWrite);
@@ -306,13 +323,18 @@ Task<OdrpCn::PooledChain*> OdrpCn::OpenPooled(ChainKind kind) {
   auto pc = std::make_unique<PooledChain>();
   pc->kind = kind;
   pc->busy = true;
-  const uint64_t index = static_cast<uint64_t>(kind) * chains_per_kind_ + pool.chains.size();
+  // Headers: [one-request kinds x chains_per_kind_][load_lanes_ for Load's one chain].
+  const uint64_t k = static_cast<uint64_t>(kind);
+  const uint64_t index = kind == ChainKind::kLoad
+                             ? (kChainKinds - 1) * chains_per_kind_
+                             : (k - (k > 0)) * chains_per_kind_ + pool.chains.size();
   pc->hdr = hdr_mr_->addr() + index * kHdrStride;
   pool.chains.push_back(std::move(pc));  // reserves its header slot
   PooledChain* raw = pool.chains.back().get();
   raw->client = NewClient(kind, raw->hdr);
   co_await node_->cpu().Work(cost_qp_modify_, 3);
-  raw->chain = co_await mn_->OpenChain(cn_index_, kind, raw->client->qp());
+  raw->chain =
+      co_await mn_->OpenChain(cn_index_, kind, raw->client->qp(), raw->client->geometry().lanes);
   WatchLiveness(*raw);
   --pool.opening;
   co_return raw;
@@ -320,6 +342,15 @@ Task<OdrpCn::PooledChain*> OdrpCn::OpenPooled(ChainKind kind) {
 
 Task<OdrpCn::PooledChain*> OdrpCn::Acquire(ChainKind kind) {
   KindPool& pool = pools_[static_cast<size_t>(kind)];
+  while (kind == ChainKind::kLoad) {  // one pipelined chain, shared
+    if (!pool.chains.empty()) {
+      PooledChain* pc = pool.chains.front().get();
+      if (pc->chain != nullptr && !pc->rebuilding) co_return pc;
+    } else if (pool.opening == 0) {
+      co_return co_await OpenPooled(kind);
+    }
+    co_await pool.freed.Wait();
+  }
   for (;;) {
     for (const auto& pc : pool.chains) {
       if (!pc->busy && pc->chain != nullptr) {
@@ -397,6 +428,7 @@ Task<ChainReport> OdrpCn::Rebuild(PooledChain& pc, uint64_t tt_addr) {
   std::unique_ptr<ChainClient> client = NewClient(pc.kind, pc.hdr);
   co_await node_->cpu().Work(cost_qp_modify_, 3);
   const ChainReport rep = co_await mn_->RebuildChain(cn_index_, pc.chain, client->qp(), tt_addr);
+  pc.retired.push_back(std::move(pc.client));  // a flushed request may still be inside it
   pc.client = std::move(client);
   pc.chain = rep.chain;
   WatchLiveness(pc);
@@ -561,6 +593,7 @@ Task<Status> OdrpCn::Access(ChainKind kind, Lane& lane, const Chunk& chunk, uint
   if (lane.broken()) {
     co_return Status(Code::kLaneBroken, "odrp: the lane's request was refused; RecoverLane first");
   }
+  if (kind == ChainKind::kLoad) co_return co_await PipelinedLoad(lane, chunk, local_addr);
   const uint64_t tt = TtAddr(chunk);
   PooledChain* pc = co_await Acquire(kind);
   Status st;  // (gcc 12: no co_await inside a conditional expression)
@@ -576,6 +609,46 @@ Task<Status> OdrpCn::Access(ChainKind kind, Lane& lane, const Chunk& chunk, uint
   }
   Release(pc);
   co_return st;
+}
+
+Task<Status> OdrpCn::PipelinedLoad(Lane& lane, const Chunk& chunk, uint64_t local_addr) {
+  const uint64_t tt = TtAddr(chunk);
+  for (int attempt = 1;; ++attempt) {
+    PooledChain* pc = co_await Acquire(ChainKind::kLoad);
+    const uint64_t gen = pc->gen;
+    ChainClient* client = pc->client.get();  // kept alive by pc->retired across a rebuild
+    const Status st = co_await client->Load(tt, local_addr, lane.group->mr()->rkey(), timeout_);
+    if (st.ok()) co_return st;
+    // The request whose deadline passed is the one the chain refused (R
+    // replies in order: every earlier request was answered); the others were
+    // flushed behind it and retry on the rebuilt chain.
+    const bool timed_out = client->timed_out();
+    const uint64_t n = client->last_request();
+    const uint64_t refused = co_await RebuildShared(*pc, gen, tt);
+    // A fault flushes every reply R had not had acknowledged, so the request
+    // whose deadline passed first need not be the refused one: the MN says
+    // which was (a live chain that timed out refused nothing: as before).
+    const bool mine = refused == Chain::kNoRequest ? timed_out : refused == n;
+    if (mine || attempt == kFlushRetries) {
+      co_return Refused(lane, ChainKind::kLoad, mine, st, chunk);
+    }
+  }
+}
+
+Task<uint64_t> OdrpCn::RebuildShared(PooledChain& pc, uint64_t gen, uint64_t tt_addr) {
+  if (pc.gen == gen && !pc.rebuilding) {
+    pc.rebuilding = true;
+    const ChainReport rep = co_await Rebuild(pc, tt_addr);
+    pc.refused = rep.refused_request;
+    ++pc.gen;
+    pc.rebuilding = false;
+    pc.rebuilt.NotifyAll();
+    pools_[static_cast<size_t>(pc.kind)].freed.NotifyAll();
+  }
+  while (pc.rebuilding) co_await pc.rebuilt.Wait();
+  // The report of the rebuild that replaced generation `gen` (a later one
+  // may have happened meanwhile only after this request's chain was gone).
+  co_return pc.gen == gen + 1 ? pc.refused : Chain::kNoRequest;
 }
 
 Task<Status> OdrpCn::Read(Lane& lane, const Chunk& chunk, uint64_t offset, uint32_t length,
@@ -623,6 +696,10 @@ const SystemInfo kOdrp{
       "all its lanes and groups: up to that many requests of a kind in flight per CN, at most "
       "4x that many CN-facing chain QPs on the MN (odrp.h \"Chains per CN\")",
       1, 64},
+     {"load_lanes", KnobKind::kInt, "8",
+      "lanes of the CN's one Load chain: up to that many page loads in flight through it at "
+      "once, each lane 2 more offloaded MN QPs (odrp.h \"Chains per CN\")",
+      1, 16},
      {"swap_pages", KnobKind::kInt, "0",
       "swap pages per CN (entries of its translation table); 0: as many as the MN pool has "
       "pages",

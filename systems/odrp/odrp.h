@@ -109,8 +109,13 @@
 
 namespace dmb::systems::odrp {
 
-inline constexpr uint32_t kChainSlots = 4;  // pre-posted instances per chain
-inline constexpr uint32_t kChainKinds = 4;  // ChainKind's values
+inline constexpr uint32_t kChainSlots = 4;     // pre-posted instances per one-request chain
+inline constexpr uint32_t kChainKinds = 4;     // ChainKind's values
+inline constexpr uint32_t kMaxLoadLanes = 16;  // knob load_lanes
+// Instances of a chain: 4 per lane (Load's lane ring holds 4 instances).
+inline uint32_t ChainSlots(ChainKind kind, uint32_t lanes) {
+  return kind == ChainKind::kLoad ? 4 * lanes : kChainSlots;
+}
 
 // What the MN found when it rebuilt a chain.
 struct ChainReport {
@@ -119,6 +124,9 @@ struct ChainReport {
   bool queue_empty = false;      // Unmapped Store: its dequeue found the queue empty
   bool pages_available = false;  // after the repair, the next dequeue finds a page
   bool entry_mapped = false;     // the TT entry the CN named is mapped now
+  // Load: the request the old chain refused (Chain::RefusedLoad); the
+  // others without a reply were flushed behind it.
+  uint64_t refused_request = Chain::kNoRequest;
 };
 
 struct OdrpMnCounters {
@@ -149,8 +157,8 @@ class OdrpMnSide : public MnSide {
   // The CN's TT (created once, `swap_pages` entries; later calls return it).
   Task<const CnTable*> ConnectCn(uint32_t cn_index, uint64_t swap_pages);
   // Creates a chain of `kind` for the CN, connects it to `cn_qp` (a fresh
-  // ChainClient's QP) and arms it.
-  Task<Chain*> OpenChain(uint32_t cn_index, ChainKind kind, fabric::Qp* cn_qp);
+  // ChainClient's QP) and arms it. `lanes`: Load's W (1..kMaxLoadLanes).
+  Task<Chain*> OpenChain(uint32_t cn_index, ChainKind kind, fabric::Qp* cn_qp, uint32_t lanes = 1);
   // Replaces `old` (a chain of this CN whose request got no reply) by a fresh
   // one connected to `cn_qp`, repairing the free page queue after a faulted
   // dequeue. `tt_addr` is the entry the failed request named (reported back
@@ -176,7 +184,8 @@ class OdrpMnSide : public MnSide {
     std::vector<std::unique_ptr<Chain>> chains;
   };
   CnState& StateOf(uint32_t cn_index);
-  Task<std::unique_ptr<Chain>> NewChain(const CnState& cs, ChainKind kind, fabric::Qp* cn_qp);
+  Task<std::unique_ptr<Chain>> NewChain(const CnState& cs, ChainKind kind, fabric::Qp* cn_qp,
+                                        uint32_t lanes);
   Task<void> RecoverDequeue(const Chain& old, ChainReport* rep);
   bool EntryMapped(const CnTable& t, uint64_t tt_addr) const;
   uint64_t MappedEntries(const CnTable& t) const;
@@ -223,7 +232,16 @@ class OdrpCn : public CnSide {
     uint64_t hdr = 0;  // its request header buffer (hdr_mr_)
     std::unique_ptr<ChainClient> client;
     Chain* chain = nullptr;  // the MN's chain (a handle for RebuildChain)
-    bool busy = false;       // a request of this CN runs on it
+    bool busy = false;       // a request of this CN runs on it (one-request kinds)
+    // Pipelined (Load): shared by every request; `gen` counts rebuilds, so
+    // that the requests a fault flushed rebuild it once.
+    uint64_t gen = 0;
+    bool rebuilding = false;
+    uint64_t refused = Chain::kNoRequest;  // of the last rebuild (ChainReport)
+    WaitList rebuilt;
+    // Clients a rebuild replaced: requests flushed behind a fault may still
+    // be inside them (ChainClient::Invoke) when the chain is rebuilt.
+    std::vector<std::unique_ptr<ChainClient>> retired;
   };
   struct KindPool {
     std::vector<std::unique_ptr<PooledChain>> chains;
@@ -256,6 +274,12 @@ class OdrpCn : public CnSide {
   // Read (kLoad) or Write (kMappedStore) of one whole page.
   Task<Status> Access(ChainKind kind, Lane& lane, const Chunk& chunk, uint64_t offset,
                       uint32_t length, uint64_t local_addr);
+  // Load on the CN's one pipelined chain: a request flushed behind another's
+  // fault retries on the rebuilt chain.
+  Task<Status> PipelinedLoad(Lane& lane, const Chunk& chunk, uint64_t local_addr);
+  // Rebuilds `pc` once per fault, whichever of its flushed requests comes first.
+  // Returns the request the old chain refused (ChainReport::refused_request).
+  Task<uint64_t> RebuildShared(PooledChain& pc, uint64_t gen, uint64_t tt_addr);
   Status Refused(Lane& lane, ChainKind kind, bool timed_out, const Status& st, const Chunk& chunk);
   // The CN's swap pages: a bitmap of those mapped (or being mapped) in its TT.
   bool TakeSwapPage(uint64_t* index);
@@ -270,7 +294,8 @@ class OdrpCn : public CnSide {
   fabric::Node* node_;
   fabric::Runtime* rt_;
   Ps timeout_;
-  uint32_t chains_per_kind_;  // knob chains_per_kind
+  uint32_t chains_per_kind_;  // knob chains_per_kind (all kinds but Load)
+  uint32_t load_lanes_;       // knob load_lanes
   uint64_t swap_pages_;
   fabric::Pd* pd_ = nullptr;
   const CnTable* table_ = nullptr;
