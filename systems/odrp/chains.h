@@ -7,41 +7,69 @@
 //
 // Written: Load, Unmapped Store, Mapped Store, Invalidate.
 //
-// Chains per CN: a CN holds a small pool of chains per kind (odrp.h "Chains
-// per CN", knob chains_per_kind), shared by all its lanes and groups; each
-// chain below carries one request at a time.
+// Chains per CN (odrp.h "Chains per CN"): ONE Load chain per CN, pipelined
+// (W lanes, up to W requests inside it at once, below); Mapped Store,
+// Unmapped Store and Invalidate are still a small pool per kind (knob
+// chains_per_kind) of chains that carry one request at a time each (issue
+// 13, open: pipelining them, see "Pipelining the other kinds").
 //
-// ---- Pipelining one chain (designed, not written: issue 13) ------------------
-// [ODRP] §4.4 has one connection per chain type per CN with requests
-// pipelined through it. The layout worked out for that, after OneSidedMW's
-// allocation chain (alloc_chain.h), for whoever writes it:
-//   - one R (RQ + managed SQ) per kind; W lanes of L_w/C_w; request n runs
-//     on lane n mod W as that lane's instance j = n / W. R's instance is R0
-//     and R1 = SEND_ENABLE C_w through the lane's next instance (no WAIT on
-//     R0's ack: nothing waits for a CN round trip).
-//   - C_w's instance: WAIT rcq >= n+1; the kind's gates; WAIT on the last
-//     L step; WAIT gcq >= n; SEND_ENABLE R -> R's instance n, signaled into
-//     gcq (shared by every C_w: an ENABLE enables every WQE below its index,
-//     so instance n's part of R may be enabled only after n-1's).
-//   - Every R0 must fault unless its own instance's L steps ran: Load's R0
-//     already does (address 0 from Z); the stores' and Invalidate's 0-byte
-//     notification would not, so it needs an 8-byte source address that the
-//     last L step (FENCE: after the store completed) writes into R0.
-//   - Z becomes a per-lane ticket T at the end of the lane's instance: a
-//     READ of the zero word into R0's address field, enabled by the lane's
-//     next C_w instance (which R1 enables, i.e. after R0 ran). R never runs
-//     the same WQE twice with a stale address: reaching instance n + slots
-//     passes the lane's instance j+1 first (slots / W >= 2), whose field is
-//     nonzero only if its L step ran, which L_w runs after T(j) (in order).
-//   - The re-arm lag becomes W + 1 (request n re-arms instance n - W - 1 +
-//     slots, whose C_w instance R1 of request >= n enables) and slots >= 4W.
-//   - Unmapped Store with W > 1 needs recovery of every lane's last dequeue
-//     (several lanes can fault on one empty queue), as OneSidedMW's Inspect.
+// ---- Pipelining (Load; issue 13) -----------------------------------------------
+// After OneSidedMW's allocation chain (alloc_chain.h): one R (RQ + managed
+// SQ) and W lanes, each an L_w and a C_w of its own (looped back, managed);
+// request n runs on lane w = n mod W as the lane's instance j = n / W (ring
+// slot n mod slots, slots = 4W: each lane ring holds 4 instances).
+//   - R's instance is R0 (the reply) and R1 = SEND_ENABLE C_w -> the lane's
+//     next instance. No WAIT on R0's ack: no instance waits for a CN round
+//     trip (the one-request layout had R1 WAIT rscq there).
+//   - The gate: C_w's instance enables R's instance n only after its own L
+//     step landed (WAIT lcq_w) and after instance n-1 enabled its part
+//     (WAIT gcq >= n; gcq counts the C_w ENABLEs of R, all lanes): an ENABLE
+//     enables every WQE below its index, so n's ENABLE must not release
+//     n-1's R0 before n-1's L1 landed. R then replies in request order.
+//   - The ticket T: L_w's instance begins by zeroing the page address of the
+//     R0 the lane ran before (C_w's instance is enabled only from that R0's
+//     tail, R1). Every R0 that runs before its own L1 landed finds 0 and
+//     faults. Why that holds for any R0(n) that succeeds, by induction on n:
+//     R0(n-W) ran before it (R is in order) and succeeded, so L1 of the
+//     lane's instance j-1 ran this lap; L_w is in order, so the T of lane
+//     instance j - slots/W + 1 <= j-1 (slots/W >= 2) had zeroed R0(n)'s
+//     field before, and only L1 of instance j writes it after. So R never
+//     sends a page address an earlier request read (chains_test
+//     AnEarlyInstanceOfAPipelinedLoadChainNeverSendsAStalePage, which fails
+//     with T replaced by a NOP; ARaisedEnableNeverMakesLoadSendAStalePage).
+//   - Re-arm lag W + 1: the CN sends request n only after reply n-W arrived;
+//     R's tail of n-W may still be pending then, that of n-W-1 has run (R is
+//     in order), and with it every WQE of instance n-W-1 (C_w enabled R0
+//     before). So request n re-arms instance n - W - 1 + slots.
+//   - Faults: a refused request faults R at its R0 (L1 refused: L_w goes to
+//     ERR, C_w's WAIT counts the error completion and opens the gate, R0
+//     finds the 0 T left; an unmapped entry: R0 finds the 0 L1 read). R's
+//     ERR flushes every R0 the CN had not acknowledged yet, also those of
+//     EARLIER requests, so the first deadline to pass need not be the
+//     refused request's: the MN CPU names it (RefusedLoad: the R0 R started
+//     last), and the CN retries the others on the rebuilt chain (odrp.h
+//     "Refusals"). After a fault, a lane whose C_w still had an instance
+//     enabled runs it once (flush completions pass its WAITs): an L1 on the
+//     previous lap's tt_addr (the same CN's own entry, or a fault) whose R0
+//     never runs (R is in ERR). Load changes no MN state, so nothing needs
+//     repair.
+// Cost (sim, `dmbench micro access --system odrp --op read`): see odrp.h
+// "Chains per CN".
+//
+// ---- Pipelining the other kinds (not written) ------------------------------------
+// Mapped Store, Unmapped Store and Invalidate would take the same layout,
+// but their R0 is a 0-byte notification that consumes no L result, so an R0
+// released early (or after its L faulted) would tell the CN a store is done
+// that never ran. Each needs an 8-byte notification whose source address the
+// last L step writes into R0 (FENCE: after the store completed) and T zeroes,
+// and a CN reply word to receive it; Unmapped Store with W > 1 also needs
+// recovery of every lane's last dequeue (several lanes can fault on one empty
+// queue), as OneSidedMW's Inspect.
 //
 // ---- QPs per chain (all on the MN, in the MN's one PD) ----------------------
 //   R  CN-facing (connected to the CN's chain QP). RQ: one RECV per slot takes
 //      the CN's SEND and scatters its arguments into later WQEs. SQ (managed):
-//      the reply to the CN and the tail that re-arms C. qp_access_flags = 0:
+//      the reply to the CN and the tail that re-arms C (Load: C_w). qp_access_flags = 0:
 //      the CN can only SEND to it (no READ/WRITE/atomic through R).
 //   L  worker, looped back to itself (managed SQ): READ/WRITE/FAA on MN
 //      memory. Unreachable from any CN.
@@ -50,8 +78,10 @@
 //      rewrote is fetched only after the rewrite landed ([ODRP] footnote 1:
 //      "we need an ENABLE WR before the modified WR"). The sim would also
 //      honour FENCE for that, a real RNIC prefetches WQEs.
+//   Load: W pairs L_w, C_w instead of L, C (above), so 1 + 2W QPs.
 // CQs (all count-only, ignore_overrun): rcq (R's RECVs), rscq (R's sends),
-// lcq (L), ccq (C: unsignaled, errors only).
+// lcq (L; Load: lcq_w per lane), ccq (C: unsignaled, errors only; Load: gcq,
+// the gate, shared by every C_w).
 // All three SQs are managed: they run only up to the index the last
 // SEND_ENABLE set, which may lie beyond what the MN CPU posted; the RNIC then
 // re-reads the ring slot index % ring_size. That is how an executed instance
@@ -66,42 +96,35 @@
 // ENABLE index below is written in.
 //
 // ---- Load(tt_addr, dst, rkey, seq) -> page ([ODRP] §4.3 "Page load") ---------
+// Request n on lane w = n mod W, the lane's instance j = n / W (W = lanes).
 //   RECV   (R)  args -> L1.remote_addr (tt_addr), R0.remote_addr+rkey (the
-//               CN's buffer), R0.imm (seq); re-arm values -> instance n-2
+//               CN's buffer), R0.imm (seq); re-arm values -> instance n-W-1
 //   C0  WAIT rcq >= n+1                      (the request has landed)
-//   C1  SEND_ENABLE L -> (n+1)*4
-//   L0  Z   READ the meta zero word -> R0(n-1).sge[0].addr: clears the page
-//           address the previous instance's R0 sent. An ENABLE of R that
-//           the CN raised (L2's index is a re-arm value) runs R0s whose L1
-//           has not run this lap; they find 0 and fault (LOC_PROT_ERR)
-//           instead of sending a page an earlier request loaded, which the
-//           CN may have freed since and another CN may hold (chains_test
-//           ARaisedEnableNeverMakesLoadSendAStalePage). Every R0 but
-//           instance n's was cleared by an earlier Z: L executes in order,
-//           and only L's own L2s enable R.
+//   C1  SEND_ENABLE L_w -> 2(j+1)            (T, L1)
+//   L0  T   READ the meta zero word -> R0.sge[0].addr of the lane's previous
+//           instance (n-W), unsignaled: the lane's ticket (see
+//           "Pipelining"). An R0 released before its own L1 landed finds 0
+//           and faults (LOC_PROT_ERR) instead of sending a page an earlier
+//           request loaded, which the CN may have freed since and another
+//           CN may hold.
 //   L1  FETCH_ADD 0 on the TT entry (rkey tt[c]) -> R0.sge[0].addr (the
 //       page address, BE): a READ that refuses a misaligned tt_addr
-//       (atomics must be 8-byte aligned: REM_INV_REQ, L goes to ERR; an
+//       (atomics must be 8-byte aligned: REM_INV_REQ, L_w goes to ERR; an
 //       8-byte READ at tt_base + 8k + 1 would hand R0 entry k shifted left
 //       by 8 bits, which can name another CN's page) and, by tt[c]'s bounds,
-//       one outside the CN's table (REM_ACCESS_ERR)
-//   L2  SEND_ENABLE R -> (n+1)*4 (FENCE: after Z and L1 landed)
-//   L3  NOP (padding)
+//       one outside the CN's table (REM_ACCESS_ERR). Signaled (lcq_w).
+//   C2  WAIT lcq_w >= j+1                    (L1 landed in R0)
+//   C3  WAIT gcq >= n                        (instances < n enabled their R0)
+//   C4  SEND_ENABLE R -> 2(n+1), signaled into gcq
+//   C5..C7 NOP (padding: C_w's instance is 8 WQEs)
 //   R0  WRITE_WITH_IMM 4 KB from the page (lkey pool) to the CN's buffer,
-//       imm = seq: the data and the notification in one WR. An unmapped
-//       entry (0) gives a null local address: LOC_PROT_ERR, R goes to ERR,
-//       the CN gets nothing ([ODRP] §4.5.2 (3)).
-//   R1  WAIT rscq >= n+1                     (R0 acknowledged by the CN)
-//   R2  SEND_ENABLE C -> (n+2)*2             (C's next instance)
-//   R3  NOP (padding)
-//   R0 is enabled from L (not by a WAIT on lcq, which flush completions
-//   satisfy too): a faulted L1 (a tt_addr outside the CN's table) flushes L2,
-//   so R0 never sends the page address an earlier request of this instance
-//   left in its WQE, which may since belong to another CN.
-//   Cost of Z (sim, `dmbench micro access --system odrp`, 4 KB read): two
-//   WRs more per request (Z and the NOP that pads L to 4), 6.09 -> 6.35 us
-//   at 1 thread, 36.4 -> 47.5 us at 24 threads (0.66 -> 0.51 Mops: the MN's
-//   WR processing bounds it, and a Load went from 8 to 10 WRs).
+//       imm = seq: the data and the notification in one WR. Signaled
+//       (rscq: Idle, RefusedLoad). An unmapped entry (0), or the 0 T left
+//       when L1 did not run, gives a null local address: LOC_PROT_ERR, R
+//       goes to ERR, the CN gets nothing ([ODRP] §4.5.2 (3)).
+//   R1  SEND_ENABLE C_w -> 8(j+2)            (the lane's next instance)
+//   12 WQEs per request (the one-request layout had 10, with R's WAIT on
+//   the CN's ack).
 //
 // ---- UnmappedStore(tt_addr, page, seq) ([ODRP] §4.3 "Unmapped page store") ---
 //   RECV   (R)  args -> ta[s] (tt_addr, MN scratch), R0.imm (seq); re-arm
@@ -261,9 +284,11 @@
 // fetches a WQE when it executes it, after its FENCE; a real RNIC that
 // prefetches WQEs relies on the ENABLE as well ([ODRP] footnote 1).
 // Across QPs (no FENCE reaches from one SQ to another):
-//   Load R0 <- L1 (the page address): released by L2's ENABLE of R, whose
-//     index is a re-arm value. Closed by Z: an R0 whose L1 has not run this
-//     lap holds 0 and faults (ARaisedEnableNeverMakesLoadSendAStalePage).
+//   Load R0 <- L1 (the page address): released by C_w's ENABLE of R after
+//     WAITs on lcq_w and gcq, all re-arm values. Closed by the ticket T: an
+//     R0 whose L1 has not run this lap holds 0 and faults
+//     (ARaisedEnableNeverMakesLoadSendAStalePage,
+//     AnEarlyInstanceOfAPipelinedLoadChainNeverSendsAStalePage).
 //   Stores' and Invalidate's R0 <- L: a 0-byte notification that consumes
 //     no L result; released early it only tells the CN its own request is
 //     done before it is.
@@ -301,8 +326,10 @@
 // enabled; so the re-arm lag is 2, and slots >= 4, a power of two). The same
 // RECV writes the doorbell record = max(n + slots - 1, slots): the RNIC reads
 // the doorbell when a SEND arrives, so the consumed RECVs count as posted
-// again (the RECV WQEs themselves never change).
-// C's next instance is enabled by R's tail (R2), after R0 was acknowledged, so
+// again (the RECV WQEs themselves never change). Load: lag W + 1, doorbell
+// max(n + slots - W, slots) (see "Pipelining").
+// One-request kinds: C's next instance is enabled by R's tail (R2), after R0
+// was acknowledged, so
 // a chain stops cleanly when it faults: an L fault flushes L's ENABLE of R
 // (R0 never runs), an R fault (bad entry, CN gone) flushes R1/R2 (C never
 // runs again), and no instance runs on stale arguments. (WAITs count flush completions too, so

@@ -16,33 +16,28 @@
 // 0, 4096 B; anything else is kUnsupported). Free = Invalidate chain.
 //
 // Chains per CN ([ODRP] §4.4: "for each type of WR chain, the CNode backend
-// has an RDMA connection to the MNode"). The CN's chains are a pool per kind
-// (Load, Mapped Store, Unmapped Store, Invalidate) shared by every lane and
-// access group of the CN: a request takes an idle chain of its kind, runs on
-// it and gives it back. A chain still carries one request at a time (its
-// re-arm lag relies on it, chains.h), so up to `chains_per_kind` requests of
-// a kind are in flight per CN. The first chain of each kind is opened with
-// the CN's first access group; a request that finds every chain of its kind
-// busy opens another (MN CPU, control path) until there are
-// chains_per_kind, then waits for one to come back. So a CN puts at most
-// 4 x chains_per_kind CN-facing R QPs (3 x that many offloaded QPs) on the
-// MN, however many threads, groups and lanes it has; before, every lane
-// had its own Load and Mapped Store chain and every group its own Unmapped
-// Store and Invalidate chain (24 threads: 96 R QPs, ~289 offloaded QPs, and
-// the simulator's offload penalty per CN-facing QP slowed every MN WR).
-// Why 16 by default: a chain serves one request per its latency (6-9 us
-// at 1 thread), so a CN swapping at 100 Gbps / 6 CNs (~500 k pages/s) needs
-// about 4; but 24 threads keep up to 24 requests in flight and a capped pool
-// queues them (sim, `dmbench micro access --system odrp --threads 24`, mean
-// read/write: 4 chains 37.6/53.4 us, 8: 21.8 us read, 16: 14.4/18.0 us; per
-// lane chains were 18.9/21.6 us). The pool only grows to the concurrency a
-// CN shows, so a high cap costs nothing at low load.
-// Not yet ODRP's own layout (issue 13, open): one chain per kind per CN with
-// requests pipelined through it (W worker/control lanes behind one R QP, as
-// the OneSidedMW allocation chain does), which needs an R ring whose
-// instances do not wait for the previous reply's ack, a per-lane ticket that
-// zeroes R0's page address after R0 ran, and recovery that repairs every
-// lane's last dequeue.
+// has an RDMA connection to the MNode"). Load: ONE chain per CN, pipelined
+// (chains.h "Pipelining"): load_lanes = W lanes behind one CN-facing R, and
+// the CN keeps up to W loads in flight through it, shared by every lane and
+// access group of the CN (1 + 2W MN QPs). The other kinds (Mapped Store,
+// Unmapped Store, Invalidate) are still a pool per kind of chains that each
+// carry one request at a time (their re-arm lag relies on it): a request
+// takes an idle chain, runs on it and gives it back; the first chain of each
+// kind is opened with the CN's first access group, a request that finds
+// every chain of its kind busy opens another (MN CPU, control path) until
+// there are chains_per_kind, then waits for one to come back (3 MN QPs each).
+// Why load_lanes = 8 by default: a lane carries one request from its C_w
+// instance's start to R1 (the RECV's landing, L1's loopback atomic, the
+// gate): about half of the ~6.9 us a load takes at 1 thread, and the CN
+// keeps W in flight, so W loads take about one load's latency: W / 6.9 us =
+// 1.16 M loads/s at W = 8 (sim, 1 CN: far above the ~500 k pages/s a CN
+// swapping at 100 Gbps / 6 needs, which W = 4 would just reach, 580 k/s,
+// with no headroom for a loaded MN RNIC), while each lane adds only 2
+// offloaded QPs (the sim's per-offloaded-QP penalty slows every MN WR).
+// Measured (sim, `dmbench micro access --system odrp --threads N`, mean
+// read; 24 threads, one CN): see the commit log / results of issue 13.
+// Before (one pool of one-request chains, chains_per_kind 16): 24 threads
+// 14.4 us read, 18.0 us write; per-lane chains: 18.9 / 21.6 us.
 //
 // Lanes. A lane owns no chain. Lane.qp is a CN-local QP that is never
 // connected (never post on it; Lane.cq is null, Lane.mn_qpn 0): it only
@@ -51,6 +46,14 @@
 // pooled chain that faulted is rebuilt at once by the request that found it
 // faulted (while it still holds the chain), so no other lane ever gets a
 // faulted chain.
+//
+// Pipelined Load: a fault of one request flushes every reply R had not had
+// acknowledged, also of requests sent before it. RebuildChain reports the
+// refused request (ChainReport::refused_request, Chain::RefusedLoad); that
+// one gets kAccessDenied and breaks its lane; every other request flushed
+// by the fault retries on the rebuilt chain (at most kFlushRetries times),
+// which the first of them to notice rebuilds once (RebuildShared).
+//
 // Refusals. The chains refuse by faulting (chains.h "Faults"): an unmapped
 // entry, a tt_addr outside the CN's own TT (another CN's chunk) or an empty
 // free page queue. The CN sees no reply. When reply_timeout_us has passed (a
