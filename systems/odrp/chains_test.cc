@@ -1132,7 +1132,9 @@ TEST_F(OdrpChainTest, AnEarlyInstanceOfAPipelinedLoadChainNeverSendsAStalePage) 
       EXPECT_NE(pages[i], Pattern(82)) << "the victim's page leaked through a stale R0";
       EXPECT_EQ(pages[i], Pattern(81));
     }
-    if (i + 8 >= 13) EXPECT_FALSE(st[i].ok()) << "R0(13) faulted: no reply from it on";
+    if (i + 8 >= 13) {
+      EXPECT_FALSE(st[i].ok()) << "R0(13) faulted: no reply from it on";
+    }
   }
   EXPECT_TRUE(p->chain->Faulted());
   EXPECT_EQ(MnPage(freed), Pattern(82));

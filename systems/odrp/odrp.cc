@@ -696,7 +696,7 @@ const SystemInfo kOdrp{
       "all its lanes and groups: up to that many requests of a kind in flight per CN, at most "
       "4x that many CN-facing chain QPs on the MN (odrp.h \"Chains per CN\")",
       1, 64},
-     {"load_lanes", KnobKind::kInt, "8",
+     {"load_lanes", KnobKind::kInt, "16",
       "lanes of the CN's one Load chain: up to that many page loads in flight through it at "
       "once, each lane 2 more offloaded MN QPs (odrp.h \"Chains per CN\")",
       1, 16},

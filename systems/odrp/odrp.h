@@ -26,18 +26,21 @@
 // kind is opened with the CN's first access group, a request that finds
 // every chain of its kind busy opens another (MN CPU, control path) until
 // there are chains_per_kind, then waits for one to come back (3 MN QPs each).
-// Why load_lanes = 8 by default: a lane carries one request from its C_w
-// instance's start to R1 (the RECV's landing, L1's loopback atomic, the
-// gate): about half of the ~6.9 us a load takes at 1 thread, and the CN
-// keeps W in flight, so W loads take about one load's latency: W / 6.9 us =
-// 1.16 M loads/s at W = 8 (sim, 1 CN: far above the ~500 k pages/s a CN
-// swapping at 100 Gbps / 6 needs, which W = 4 would just reach, 580 k/s,
-// with no headroom for a loaded MN RNIC), while each lane adds only 2
-// offloaded QPs (the sim's per-offloaded-QP penalty slows every MN WR).
-// Measured (sim, `dmbench micro access --system odrp --threads N`, mean
-// read; 24 threads, one CN): see the commit log / results of issue 13.
-// Before (one pool of one-request chains, chains_per_kind 16): 24 threads
-// 14.4 us read, 18.0 us write; per-lane chains: 18.9 / 21.6 us.
+// Why load_lanes = 16 by default: a lane carries one request at a time and
+// the CN keeps W in flight, so one CN loads at most about W per load latency
+// (6.9 us at 1 thread, sim), until the one R's in-order pipe (R0's 4 KB reply
+// and R1 per request) saturates. A CN swapping at 100 Gbps / 6 (~500 k
+// pages/s) needs W >= 4; 24 application threads keep up to 24 faults in
+// flight. Measured (sim, `dmbench micro access --system odrp --op read
+// --threads 24 --ops 2000`, mean): W = 4: 49.1 us (0.49 Mops, just the swap
+// rate), 8: 25.3 us (0.95 Mops), 16: 19.1 us (1.25 Mops); 1 and 4 threads:
+// 6.88 and 7.97 us at any W. Lanes are MN-local loopback QPs, which the cx5
+// profile's offload penalty does not count (offload_counts_loopback = 0), so
+// 16 costs the data path nothing there; beyond 16 R is the bound. Before
+// (one pool of up to 16 one-request Load chains per CN, each its own R):
+// 24 threads 14.4 us: the replies spread over 16 R QPs, which one pipelined
+// chain cannot do (issue 13, open: more than one pipelined chain per CN, or
+// cheaper R WQEs).
 //
 // Lanes. A lane owns no chain. Lane.qp is a CN-local QP that is never
 // connected (never post on it; Lane.cq is null, Lane.mn_qpn 0): it only

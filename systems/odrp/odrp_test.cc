@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fabric/sim/sim_cluster.h"
 #include "tests/suite_util.h"
 
 namespace dmb::suite {
@@ -493,6 +494,48 @@ TEST(Odrp, ARefusedRequestOnASharedChainBreaksOnlyItsLane) {
   }(tb, g, mine));
   auto& cn = dynamic_cast<systems::odrp::OdrpCn&>(tb.cn(0));
   EXPECT_EQ(cn.chains_of(systems::odrp::ChainKind::kLoad), 1u) << "one pipelined chain";
+}
+
+// Issue 13: 24 threads (one group of one lane each, as `dmbench micro
+// access --threads 24`) reading at once go through ONE Load chain: 1 + 2W
+// MN QPs for Load, where the pool of one-request chains opened up to 16
+// (48 QPs); the MN's QP count is printed for the record.
+TEST(Odrp, TwentyFourThreadsReadThroughOneLoadChain) {
+  Testbed tb(Spec(1, 8 << 20));
+  std::vector<AccessGroup*> gs(24);
+  std::vector<Chunk> chunks(24);
+  tb.Run([](Testbed& tb, std::vector<AccessGroup*>* gs, std::vector<Chunk>* chunks) -> Task<void> {
+    CnSide& cn = tb.cn(0);
+    for (size_t i = 0; i < 24; ++i) {
+      (*gs)[i] = co_await cn.OpenGroup(1, kPageBytes);
+      auto r = co_await cn.Alloc(*(*gs)[i]);
+      CO_ASSERT_OK(r.status);
+      (*chunks)[i] = r.value;
+      Fill(cn, (*gs)[i]->buffer_addr(), static_cast<uint8_t>(i + 1));
+      CO_ASSERT_OK(
+          co_await cn.Write((*gs)[i]->lane(0), r.value, 0, kPageBytes, (*gs)[i]->buffer_addr()));
+    }
+  }(tb, &gs, &chunks));
+  std::vector<Task<void>> reads;
+  for (size_t i = 0; i < 24; ++i) {
+    reads.push_back([](Testbed& tb, AccessGroup* g, Chunk c, size_t i) -> Task<void> {
+      CnSide& cn = tb.cn(0);
+      for (int k = 0; k < 4; ++k) {
+        cn.node()->memory().Fill(g->buffer_addr(), 0, kPageBytes);
+        CO_ASSERT_OK(co_await cn.Read(g->lane(0), c, 0, kPageBytes, g->buffer_addr()));
+        EXPECT_TRUE(Holds(cn, g->buffer_addr(), static_cast<uint8_t>(i + 1))) << "thread " << i;
+      }
+    }(tb, gs[i], chunks[i], i));
+  }
+  tb.RunAll(std::move(reads));
+  auto& cn = dynamic_cast<systems::odrp::OdrpCn&>(tb.cn(0));
+  EXPECT_EQ(cn.chains_of(systems::odrp::ChainKind::kLoad), 1u);
+  EXPECT_EQ(Mn(tb).counters().chains_rebuilt, 0u);
+  auto* mn = dynamic_cast<sim::SimNode*>(Mn(tb).node());
+  ASSERT_NE(mn, nullptr);
+  std::cout << "[ odrp ] 24 threads: MN QPs holding offloaded WRs " << mn->offload_qps_all()
+            << " (CN-facing " << mn->offload_qps_cn_facing() << "), chains opened "
+            << Mn(tb).counters().chains_opened << "\n";
 }
 
 }  // namespace
