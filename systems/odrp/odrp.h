@@ -36,11 +36,19 @@
 // rate), 8: 25.3 us (0.95 Mops), 16: 19.1 us (1.25 Mops); 1 and 4 threads:
 // 6.88 and 7.97 us at any W. Lanes are MN-local loopback QPs, which the cx5
 // profile's offload penalty does not count (offload_counts_loopback = 0), so
-// 16 costs the data path nothing there; beyond 16 R is the bound. Before
-// (one pool of up to 16 one-request Load chains per CN, each its own R):
-// 24 threads 14.4 us: the replies spread over 16 R QPs, which one pipelined
-// chain cannot do (issue 13, open: more than one pipelined chain per CN, or
-// cheaper R WQEs).
+// 16 costs the data path nothing there; beyond 16 R is the bound.
+// Against the pool of up to 16 one-request Load chains per CN (each its own
+// R), the pipelined chain is SLOWER in this sim (issue 13, open): 1, 4, 24
+// threads 6.14, 6.26, 14.4 us before, 6.88, 7.97, 19.1 us now. At 1-4
+// threads the gate costs it (C_w's signaled ENABLE of R into gcq, then the
+// next C_w's WAIT on it: one completion hop per request, in series); at 24
+// threads the one R's in-order pipe does (16 Rs served replies in parallel).
+// Measured alternative (not kept): free_chain.h's way, a WAIT on lcq_w at the
+// head of R's instance instead of the gate (R: WAIT, R0, ENABLE C_w, NOP; C_w:
+// WAIT rcq, ENABLE L_w, ENABLE R, NOP): 6.01, 6.39, 21.8 us (twice the R WQEs
+// per request, and R0, a rewritten WQE, behind a WAIT rather than an
+// ENABLE, which [ODRP] footnote 1 says a real RNIC's prefetch needs). Next
+// steps: two pipelined Load chains per CN, or one R WQE per request.
 //
 // Lanes. A lane owns no chain. Lane.qp is a CN-local QP that is never
 // connected (never post on it; Lane.cq is null, Lane.mn_qpn 0): it only
