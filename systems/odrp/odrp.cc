@@ -691,10 +691,11 @@ const SystemInfo kOdrp{
       "faulted (a refusal is a fault: no reply) or is only slow (then it waits again); a "
       "policy, never on the success path",
       1, 100000000},
-     {"chains_per_kind", KnobKind::kInt, "16",
+     {"chains_per_kind", KnobKind::kInt, "1",
       "chains of each kind (load, mapped store, unmapped store, invalidate) per CN, shared by "
       "all its lanes and groups: up to that many requests of a kind in flight per CN, at most "
-      "4x that many CN-facing chain QPs on the MN (odrp.h \"Chains per CN\")",
+      "4x that many CN-facing chain QPs on the MN; 1 is ODRP's one connection per chain kind "
+      "per CN (odrp.h \"Chains per CN\")",
       1, 64},
      {"load_lanes", KnobKind::kInt, "16",
       "lanes of the CN's one Load chain: up to that many page loads in flight through it at "

@@ -26,6 +26,19 @@
 // kind is opened with the CN's first access group, a request that finds
 // every chain of its kind busy opens another (MN CPU, control path) until
 // there are chains_per_kind, then waits for one to come back (3 MN QPs each).
+// Why chains_per_kind = 1 by default: it is ODRP's own design (one RDMA
+// connection per chain kind per CN, §4.4), and more chains made the figure
+// that matters slower, not faster. Measured (sim, swap application, `dmb_micro
+// --bench swap --system odrp --app kmeans --scale 0.001953125 --tasks 48
+// --cns 6 --local 0.5`, job time): chains_per_kind = 16: 52.8 s, 4: 28.7 s,
+// 2: 19.2 s, 1: 20.0 s (sync swap-in 14.8 us; Static-MR 6.9 s). Every extra
+// chain is one more CN-facing QP holding offloaded WRs (cx5 profile: a
+// penalty per WR per such QP), and 6 CNs x 3 kinds x 16 of them cost every
+// chain's WRs more than the extra in-flight swap-outs gain; 2 is within 5%
+// of 1. The
+// bound left at 1: a CN's Mapped Stores (swap-outs) run one at a time
+// (issue 13, open: pipelining Mapped Store as Load, chains.h "Pipelining the
+// other kinds").
 // Why load_lanes = 16 by default: a lane carries one request at a time and
 // the CN keeps W in flight, so one CN loads at most about W per load latency
 // (6.9 us at 1 thread, sim), until the one R's in-order pipe (R0's 4 KB reply
