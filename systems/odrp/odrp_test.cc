@@ -538,5 +538,42 @@ TEST(Odrp, TwentyFourThreadsReadThroughOneLoadChain) {
             << Mn(tb).counters().chains_opened << "\n";
 }
 
+// chains_per_kind defaults to 1 (odrp.h "Chains per CN": ODRP §4.4's one
+// connection per chain kind per CN): 8 threads writing at once share ONE
+// Mapped Store chain, which carries their stores one after another, each
+// landing in its own page.
+TEST(Odrp, ByDefaultEightThreadsWriteThroughOneMappedStoreChain) {
+  Testbed tb(Spec(1, 4 << 20));
+  std::vector<AccessGroup*> gs(8);
+  std::vector<Chunk> chunks(8);
+  tb.Run([](Testbed& tb, std::vector<AccessGroup*>* gs, std::vector<Chunk>* chunks) -> Task<void> {
+    CnSide& cn = tb.cn(0);
+    for (size_t i = 0; i < 8; ++i) {
+      (*gs)[i] = co_await cn.OpenGroup(1, kPageBytes);
+      auto r = co_await cn.Alloc(*(*gs)[i]);
+      CO_ASSERT_OK(r.status);
+      (*chunks)[i] = r.value;
+    }
+  }(tb, &gs, &chunks));
+  std::vector<Task<void>> writes;
+  for (size_t i = 0; i < 8; ++i) {
+    writes.push_back([](Testbed& tb, AccessGroup* g, Chunk c, size_t i) -> Task<void> {
+      CnSide& cn = tb.cn(0);
+      Fill(cn, g->buffer_addr(), static_cast<uint8_t>(i + 1));
+      CO_ASSERT_OK(co_await cn.Write(g->lane(0), c, 0, kPageBytes, g->buffer_addr()));
+      cn.node()->memory().Fill(g->buffer_addr(), 0, kPageBytes);
+      CO_ASSERT_OK(co_await cn.Read(g->lane(0), c, 0, kPageBytes, g->buffer_addr()));
+      EXPECT_TRUE(Holds(cn, g->buffer_addr(), static_cast<uint8_t>(i + 1))) << "thread " << i;
+    }(tb, gs[i], chunks[i], i));
+  }
+  tb.RunAll(std::move(writes));
+  auto& cn = dynamic_cast<systems::odrp::OdrpCn&>(tb.cn(0));
+  using systems::odrp::ChainKind;
+  for (ChainKind k : {ChainKind::kLoad, ChainKind::kMappedStore, ChainKind::kUnmappedStore}) {
+    EXPECT_EQ(cn.chains_of(k), 1u) << systems::odrp::ChainKindName(k);
+  }
+  EXPECT_EQ(Mn(tb).counters().chains_rebuilt, 0u);
+}
+
 }  // namespace
 }  // namespace dmb::suite
