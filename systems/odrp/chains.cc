@@ -62,7 +62,7 @@ struct Target {
 std::vector<Target> RearmTargets(ChainKind kind) {
   switch (kind) {
     case ChainKind::kLoad:
-      return {{2, 0}, {2, 1}, {0, 2}, {1, 1}, {1, 2}};
+      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {1, 1}};
     case ChainKind::kUnmappedStore:
       return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {0, 11}, {1, 1}, {1, 2}};
     case ChainKind::kMappedStore:
@@ -97,19 +97,27 @@ const char* ChainKindName(ChainKind k) {
   return "?";
 }
 
-ChainGeometry ChainGeometry::For(ChainKind kind, uint32_t slots) {
+ChainGeometry ChainGeometry::For(ChainKind kind, uint32_t slots, uint32_t lanes) {
   if (slots < 4 || !std::has_single_bit(slots)) {
     throw std::invalid_argument(
         "odrp chain: slots must be a power of two >= 4 (the re-arm lag "
         "is 2), got " +
         std::to_string(slots));
   }
+  if (lanes == 0 || (kind != ChainKind::kLoad && lanes != 1) || slots % lanes != 0 ||
+      slots / lanes < 4 || !std::has_single_bit(slots / lanes)) {
+    throw std::invalid_argument("odrp chain: " + std::string(ChainKindName(kind)) + " with " +
+                                std::to_string(lanes) + " lanes and " + std::to_string(slots) +
+                                " slots (only Load has lanes; slots / lanes must be a power of "
+                                "two >= 4: the re-arm lag is lanes + 1)");
+  }
   ChainGeometry g;
   g.kind = kind;
   g.slots = slots;
+  g.lanes = lanes;
   switch (kind) {
     case ChainKind::kLoad:
-      g.l_wrs = 4, g.r_wrs = 4, g.c_wrs = 2;
+      g.l_wrs = 2, g.r_wrs = 2, g.c_wrs = 8;
       break;
     case ChainKind::kUnmappedStore:
       g.l_wrs = 16, g.r_wrs = 4, g.c_wrs = 8;
@@ -124,17 +132,20 @@ ChainGeometry ChainGeometry::For(ChainKind kind, uint32_t slots) {
   return g;
 }
 
-std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m) {
-  const ChainGeometry g = ChainGeometry::For(kind, 4);
+std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m, uint32_t lanes) {
   if (kind == ChainKind::kLoad) {
+    const ChainGeometry g = ChainGeometry::For(kind, 4 * lanes, lanes);
+    const uint64_t j = m / lanes;  // the lane's instance
     return {
         m + 1,              // C0 WAIT rcq: request m landed
-        (m + 1) * g.l_wrs,  // C1 ENABLE Z, L1..L3
-        (m + 1) * g.r_wrs,  // L2 ENABLE R0..R3 (after Z, L1 landed)
-        m + 1,              // R1 WAIT rscq: R0 acknowledged
-        (m + 2) * g.c_wrs,  // R2 ENABLE C's next instance
+        (j + 1) * g.l_wrs,  // C1 ENABLE L_w: T (previous), L1
+        j + 1,              // C2 WAIT lcq_w: L1 landed in R0
+        m,                  // C3 WAIT gcq: instances 0..m-1 enabled their R0
+        (m + 1) * g.r_wrs,  // C4 ENABLE R0, R1 (signaled: gcq)
+        (j + 2) * g.c_wrs,  // R1 ENABLE C_w's next instance (request m + W)
     };
   }
+  const ChainGeometry g = ChainGeometry::For(kind, 4);
   if (kind == ChainKind::kMappedStore) {
     const uint64_t lc = kMappedStoreLCompletions * m;
     return {
@@ -178,7 +189,7 @@ std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m) {
 }
 
 uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n) {
-  return static_cast<uint32_t>(std::max<uint64_t>(n + g.slots + 1 - kRearmLag, g.slots));
+  return static_cast<uint32_t>(std::max<uint64_t>(n + g.slots + 1 - g.rearm_lag(), g.slots));
 }
 
 uint32_t HeaderBytes(ChainKind kind) {
@@ -196,9 +207,10 @@ std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t t
     PutBe32(&out, dst_rkey);
   }
   PutBe32(&out, static_cast<uint32_t>(n));
-  // n - kRearmLag + slots, without underflow (slots >= 4 > kRearmLag).
+  // n - lag + slots, without underflow (slots >= 4 x lanes > lag).
   const std::vector<uint64_t> honest =
-      rearm == nullptr ? RearmValues(g.kind, n + g.slots - kRearmLag) : std::vector<uint64_t>();
+      rearm == nullptr ? RearmValues(g.kind, n + g.slots - g.rearm_lag(), g.lanes)
+                       : std::vector<uint64_t>();
   if (rearm != nullptr && rearm->size() != RearmTargets(g.kind).size()) {
     throw std::invalid_argument("odrp EncodeHeader: wrong number of re-arm values");
   }
@@ -234,7 +246,7 @@ Task<std::unique_ptr<OdrpMetadata>> OdrpMetadata::Create(fabric::Cluster* cluste
   m->pool_mr_ = co_await mn->RegMr(m->pd_, m->pool_, lay.pages * kPageBytes, kRwAccess);
   m->meta_mr_ = co_await mn->RegMr(m->pd_, m->meta_, lay.meta_bytes(), kMetaAccess);
   m->boot_cq_ = mn->CreateCq(4, /*ignore_overrun=*/true);
-  m->boot_ = chain::LoopbackQp(cluster, mn, {.pd = m->pd_, .cq = m->boot_cq_, .max_send_wr = 16});
+  m->boot_ = chain::LoopbackQp(cluster, mn, {.pd = m->pd_, .cq = m->boot_cq_, .max_send_wr = 64});
   co_return m;
 }
 
@@ -268,11 +280,11 @@ uint64_t OdrpMetadata::LoadTtEntry(uint32_t cn, uint64_t swap_addr) const {
 // ---- Chain (MN) -------------------------------------------------------------------
 
 Task<std::unique_ptr<Chain>> Chain::Create(OdrpMetadata* mn, const CnTable* cn, ChainKind kind,
-                                           uint32_t slots) {
+                                           uint32_t slots, uint32_t lanes) {
   std::unique_ptr<Chain> c(new Chain());
   c->mn_ = mn;
   c->cn_ = cn;
-  c->geo_ = ChainGeometry::For(kind, slots);
+  c->geo_ = ChainGeometry::For(kind, slots, lanes);
   fabric::Node* n = mn->node();
   const ChainGeometry& g = c->geo_;
   c->rcq_ = n->CreateCq(16, true);
@@ -293,24 +305,7 @@ Task<std::unique_ptr<Chain>> Chain::Create(OdrpMetadata* mn, const CnTable* cn, 
   r.cross_channel = true;
   r.manage_send = true;
   c->r_ = n->CreateQp(r);
-  const bool swaps = kind == ChainKind::kUnmappedStore || kind == ChainKind::kInvalidate;
-  c->l_ = chain::LoopbackQp(mn->cluster(), n,
-                            {.pd = mn->pd(),
-                             .cq = c->lcq_,
-                             .max_send_wr = g.slots * g.l_wrs,
-                             .max_send_sge = swaps ? 8u : 1u,  // EndianSwap: 8 one-byte SGEs
-                             .managed = true});
-  c->c_ = chain::LoopbackQp(
-      mn->cluster(), n,
-      {.pd = mn->pd(), .cq = c->ccq_, .max_send_wr = g.slots * g.c_wrs, .managed = true});
-  for (fabric::Qp* q : {c->r_, c->l_, c->c_}) {
-    const uint32_t k = q == c->r_ ? g.r_wrs : q == c->l_ ? g.l_wrs : g.c_wrs;
-    if (q->send_ring_size() != g.slots * k) {
-      throw std::logic_error("odrp chain: SQ ring of qp " + std::to_string(q->qp_num()) +
-                             " holds " + std::to_string(q->send_ring_size()) + " WQEs, need " +
-                             std::to_string(g.slots * k));
-    }
-  }
+  c->CreateLanes();
   if (c->r_->recv_ring_size() != g.slots) {
     throw std::logic_error("odrp chain: RQ ring size != slots");
   }
@@ -329,50 +324,96 @@ Task<std::unique_ptr<Chain>> Chain::Create(OdrpMetadata* mn, const CnTable* cn, 
   co_return c;
 }
 
+// L and C (one-request kinds) or L_w and C_w (Load: W lanes, each with its
+// own lcq_w; every C_w signals into the shared gcq), and the ring checks.
+void Chain::CreateLanes() {
+  const ChainGeometry& g = geo_;
+  fabric::Node* n = mn_->node();
+  const bool swaps = g.kind == ChainKind::kUnmappedStore || g.kind == ChainKind::kInvalidate;
+  const uint32_t per_lane = g.slots / g.lanes;
+  if (g.kind == ChainKind::kLoad) gcq_ = n->CreateCq(16, true);
+  for (uint32_t w = 0; w < g.lanes; ++w) {
+    fabric::Cq* lcq = w == 0 ? lcq_ : n->CreateCq(16, true);
+    lane_lcq_.push_back(lcq);
+    lane_l_.push_back(chain::LoopbackQp(mn_->cluster(), n,
+                                        {.pd = mn_->pd(),
+                                         .cq = lcq,
+                                         .max_send_wr = per_lane * g.l_wrs,
+                                         .max_send_sge = swaps ? 8u : 1u,  // EndianSwap: 8 x 1 B
+                                         .managed = true}));
+    lane_c_.push_back(chain::LoopbackQp(mn_->cluster(), n,
+                                        {.pd = mn_->pd(),
+                                         .cq = gcq_ != nullptr ? gcq_ : ccq_,
+                                         .max_send_wr = per_lane * g.c_wrs,
+                                         .managed = true}));
+  }
+  l_ = lane_l_[0];
+  c_ = lane_c_[0];
+  for (fabric::Qp* q : qps()) {
+    const bool is_l = std::find(lane_l_.begin(), lane_l_.end(), q) != lane_l_.end();
+    const uint64_t need =
+        q == r_ ? uint64_t{g.slots} * g.r_wrs : uint64_t{per_lane} * (is_l ? g.l_wrs : g.c_wrs);
+    if (q->send_ring_size() != need) {
+      throw std::logic_error("odrp chain: SQ ring of qp " + std::to_string(q->qp_num()) +
+                             " holds " + std::to_string(q->send_ring_size()) + " WQEs, need " +
+                             std::to_string(need));
+    }
+  }
+}
+
+std::vector<fabric::Qp*> Chain::qps() const {
+  std::vector<fabric::Qp*> v{r_};
+  v.insert(v.end(), lane_l_.begin(), lane_l_.end());
+  v.insert(v.end(), lane_c_.begin(), lane_c_.end());
+  return v;
+}
+
 void Chain::BuildLoad(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
                       std::vector<SendWr>* c, RecvWr* rr) const {
-  const uint64_t l0 = uint64_t{s} * geo_.l_wrs, r0 = uint64_t{s} * geo_.r_wrs;
-  const uint64_t r0_prev = uint64_t{(s + geo_.slots - 1) % geo_.slots} * geo_.r_wrs;
-  // L0 (Z): zero the page address the previous instance's R0 sent, so that
-  // no R0 ever runs on an address a finished request left (an early ENABLE
-  // of R finds 0 and faults).
-  SendWr z;
-  z.wr_id = uint64_t{s} << 8 | 0x11;
-  z.opcode = Opcode::kRead;
-  z.remote_addr = mn_->zero_addr();
-  z.rkey = mn_->meta_mr()->rkey();
-  z.sg_list = {{Wqe(kR, r0_prev) + WqeLayout::SegAddr(0), 8, r_->wq_lkey()}};
-  l->push_back(z);
-  // L1: the TT entry into R0's local address.
-  // FETCH_ADD 0: a misaligned tt_addr is refused (an 8-byte READ would take
-  // half of two entries: a shifted page address, maybe another CN's page).
+  const uint32_t lanes = geo_.lanes, per_lane = geo_.slots / lanes;
+  const uint32_t w = s % lanes, j = s / lanes;
+  // The instance the lane ran before this one (ring order).
+  const uint32_t prev = ((j + per_lane - 1) % per_lane) * lanes + w;
+  const uint32_t rwq = r_->wq_lkey();
+  // T, the lane's ticket: zero the page address R0 of the lane's previous
+  // instance sent (C_w's instance is enabled only from that R0's tail), so
+  // that no R0 ever runs on an address a finished request left.
+  SendWr t;
+  t.wr_id = uint64_t{s} << 8 | 0x11;
+  t.opcode = Opcode::kRead;
+  t.remote_addr = mn_->zero_addr();
+  t.rkey = mn_->meta_mr()->rkey();
+  t.sg_list = {{InstWqe(kR, prev, 0) + WqeLayout::SegAddr(0), 8, rwq}};
+  t.flags = 0;  // C_w's WAIT counts L1 only
+  l->push_back(t);
+  // L1: the TT entry into R0's local address. FETCH_ADD 0: a misaligned
+  // tt_addr is refused (an 8-byte READ would take half of two entries).
   SendWr rd = AtomicRead(0 /* <- RECV: tt_addr */, cn_->mr->rkey(),
-                         Wqe(kR, r0) + WqeLayout::SegAddr(0), r_->wq_lkey());
+                         InstWqe(kR, s, 0) + WqeLayout::SegAddr(0), rwq);
   rd.wr_id = uint64_t{s} << 8 | 0x10;
   l->push_back(rd);
-  // L2: release R0 once Z and L1 landed. A faulted L1 flushes L2, so R0
-  // never runs on the address an earlier request left in its WQE.
-  SendWr en = chain::EnableWr(r_);
-  en.flags = fabric::kFence;
-  l->push_back(en);
-  l->push_back(chain::NopWr());  // L3
-  // R0: the page to the CN, with the notification.
-  SendWr w;
-  w.wr_id = uint64_t{s} << 8 | 0x20;
-  w.opcode = Opcode::kWriteWithImm;
-  w.sg_list = {{0 /* <- L1 */, static_cast<uint32_t>(kPageBytes), mn_->pool_mr()->lkey()}};
-  w.remote_addr = 0;  // <- RECV
-  w.rkey = 0;         // <- RECV
-  w.imm_data = 0;     // <- RECV (seq)
-  r->push_back(w);
-  r->push_back(chain::WaitWr(rscq_));  // R1
-  r->push_back(chain::EnableWr(c_));   // R2
-  r->push_back(chain::NopWr());        // R3
-  c->push_back(chain::WaitWr(rcq_));   // C0
-  c->push_back(chain::EnableWr(l_));   // C1
-  rr->sg_list = {{Wqe(kL, l0 + 1) + WqeLayout::kRemoteAddr, 8, l_->wq_lkey()},
-                 {Wqe(kR, r0) + WqeLayout::kRemoteAddr, 12, r_->wq_lkey()},
-                 {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
+  // R0: the page to the CN, with the notification (signaled: Idle counts it).
+  SendWr wr;
+  wr.wr_id = uint64_t{s} << 8 | 0x20;
+  wr.opcode = Opcode::kWriteWithImm;
+  wr.sg_list = {{0 /* <- L1 */, static_cast<uint32_t>(kPageBytes), mn_->pool_mr()->lkey()}};
+  wr.remote_addr = 0;  // <- RECV
+  wr.rkey = 0;         // <- RECV
+  wr.imm_data = 0;     // <- RECV (seq)
+  r->push_back(wr);
+  r->push_back(chain::EnableWr(lane_c_[w]));  // R1: C_w's next instance
+  c->push_back(chain::WaitWr(rcq_));          // C0
+  c->push_back(chain::EnableWr(lane_l_[w]));  // C1
+  c->push_back(chain::WaitWr(lane_lcq_[w]));  // C2
+  c->push_back(chain::WaitWr(gcq_));          // C3
+  SendWr gate = chain::EnableWr(r_);          // C4
+  gate.flags = fabric::kSignaled;             // -> gcq
+  gate.wr_id = uint64_t{s} << 8 | 0x30;
+  c->push_back(gate);
+  while (c->size() < geo_.c_wrs) c->push_back(chain::NopWr());  // C5..C7
+  rr->sg_list = {{InstWqe(kL, s, 1) + WqeLayout::kRemoteAddr, 8, lane_l_[w]->wq_lkey()},
+                 {InstWqe(kR, s, 0) + WqeLayout::kRemoteAddr, 12, rwq},
+                 {InstWqe(kR, s, 0) + WqeLayout::kImmInvQpn, 4, rwq}};
 }
 
 void Chain::BuildStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
@@ -599,7 +640,7 @@ Task<void> Chain::Arm() {
         break;
     }
     // Lap-0 values of this instance, from the same function the CN uses.
-    const std::vector<uint64_t> v = RearmValues(geo_.kind, s);
+    const std::vector<uint64_t> v = RearmValues(geo_.kind, s, geo_.lanes);
     for (size_t i = 0; i < targets.size(); ++i) {
       SendWr& w = wr[targets[i].role].at(targets[i].wqe);
       if (w.opcode == Opcode::kWait) {
@@ -612,11 +653,11 @@ Task<void> Chain::Arm() {
     }
     // The RECV of slot s: arguments for instance s, then the re-arm values
     // for instance s - 2, the doorbell record, and (stores) the page.
-    const uint32_t p = (s + geo_.slots - kRearmLag) % geo_.slots;
+    const uint32_t p = static_cast<uint32_t>((s + geo_.slots - geo_.rearm_lag()) % geo_.slots);
     for (const Target& t : targets) {
       const Role role = static_cast<Role>(t.role);
-      rr.sg_list.push_back({Wqe(role, uint64_t{p} * wrs(role) + t.wqe) + WqeLayout::kOperand0, 8,
-                            qp(role)->wq_lkey()});
+      rr.sg_list.push_back(
+          {InstWqe(role, p, t.wqe) + WqeLayout::kOperand0, 8, qp(role, p)->wq_lkey()});
     }
     rr.sg_list.push_back({r_->recv_doorbell_addr(), 4, r_->wq_lkey()});
     if (staging_mr_ != nullptr) {
@@ -625,7 +666,7 @@ Task<void> Chain::Arm() {
     }
     for (Role role : {kL, kR, kC}) {
       if (wr[role].size() != wrs(role)) throw std::logic_error("odrp chain: instance size");
-      for (const SendWr& w : wr[role]) Post(qp(role), w, ChainKindName(geo_.kind));
+      for (const SendWr& w : wr[role]) Post(qp(role, s), w, ChainKindName(geo_.kind));
       posted += wr[role].size();
     }
     if (const int rc = r_->PostRecv(rr); rc != 0) {
@@ -634,24 +675,28 @@ Task<void> Chain::Arm() {
     }
     ++posted;
   }
-  // Start C's instance 0; from then on R2 of each instance enables the next.
-  SendWr boot = chain::EnableWr(c_);
-  boot.enable_index = geo_.c_wrs;
-  chain::PostOrThrow(mn_->boot_qp(), boot, "odrp chain", "boot ENABLE");
-  ++posted;
+  // Start every C (C_w)'s first instance; from then on R's tail of each
+  // instance enables the lane's next.
+  for (fabric::Qp* cq : lane_c_) {
+    SendWr boot = chain::EnableWr(cq);
+    boot.enable_index = geo_.c_wrs;
+    chain::PostOrThrow(mn_->boot_qp(), boot, "odrp chain", "boot ENABLE");
+    ++posted;
+  }
   armed_ = true;
   co_await mn_->node()->cpu().Work(mn_->node()->Cost("verbs.post_send"), posted);
 }
 
 bool Chain::Faulted() const {
-  return r_->QueryState() == QpState::kErr || l_->QueryState() == QpState::kErr ||
-         c_->QueryState() == QpState::kErr;
+  const std::vector<fabric::Qp*> all = qps();
+  return std::any_of(all.begin(), all.end(),
+                     [](fabric::Qp* q) { return q->QueryState() == QpState::kErr; });
 }
 
 bool Chain::Idle() const { return rscq_->total_completions() >= requests_taken(); }
 
 void Chain::Stop() {
-  for (fabric::Qp* q : {r_, l_, c_}) {
+  for (fabric::Qp* q : qps()) {
     const QpState st = q->QueryState();
     if (st != QpState::kErr && st != QpState::kReset) q->Modify(QpState::kErr);
   }
@@ -662,6 +707,29 @@ uint64_t Chain::ClaimedPosition(uint32_t slot) const {
     throw std::logic_error("odrp chain: ClaimedPosition of a non-dequeuing chain");
   }
   return mn_->node()->memory().LoadU64(faa_addr(slot % geo_.slots));
+}
+
+uint64_t Chain::RefusedLoad() const {
+  if (geo_.kind != ChainKind::kLoad)
+    throw std::logic_error("odrp chain: RefusedLoad of a non-load");
+  // R stops at the WQE that failed: the last one it started. A refusal is
+  // always an R0 (L faults leave R0 the 0 its ticket wrote).
+  const uint64_t started = r_->counters().send_wrs_executed;
+  if (r_->QueryState() != QpState::kErr || started == 0 || (started - 1) % geo_.r_wrs != 0) {
+    return kNoRequest;
+  }
+  const uint64_t m = (started - 1) / geo_.r_wrs;
+  const uint32_t w = static_cast<uint32_t>(m % geo_.lanes);
+  if (lane_lcq_[w]->successful_completions() <= m / geo_.lanes) return m;  // L1 refused / not run
+  uint8_t be[8];
+  const fabric::Memory& mem = mn_->node()->memory();
+  mem.Read(InstWqe(kL, static_cast<uint32_t>(m % geo_.slots), 1) + WqeLayout::kRemoteAddr, be, 8);
+  const uint64_t tt = fabric::LoadBe64(be);  // the request's tt_addr
+  if (tt < cn_->tt_base || tt >= cn_->tt_base + cn_->entries * kTtEntryBytes || tt % 8 != 0 ||
+      mem.LoadU64(tt) == 0) {
+    return m;  // an unmapped entry
+  }
+  return kNoRequest;  // R0 ran on a page: the CN's end failed (e.g. its buffer's rkey)
 }
 
 uint64_t Chain::DequeuedElement(uint32_t slot) const {
@@ -680,50 +748,71 @@ ChainClient::ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, 
                          fabric::Mr* hdr_mr, uint64_t hdr_addr)
     : cn_(cn), rt_(rt), geo_(geo), hdr_mr_(hdr_mr), hdr_(hdr_addr) {
   if (hdr_addr < hdr_mr->addr() ||
-      hdr_addr + HeaderBytes(geo.kind) > hdr_mr->addr() + hdr_mr->length()) {
-    throw std::invalid_argument("odrp ChainClient: header buffer outside its MR");
+      hdr_addr + (geo.lanes - 1) * kHeaderStride + HeaderBytes(geo.kind) >
+          hdr_mr->addr() + hdr_mr->length()) {
+    throw std::invalid_argument("odrp ChainClient: header buffers outside their MR");
   }
+  const uint32_t depth = std::max<uint32_t>(8, 2 * geo.lanes);
   send_cq_ = cn->CreateCq(16, /*ignore_overrun=*/true);  // unsignaled SENDs: errors only
-  recv_cq_ = cn->CreateCq(16);
+  recv_cq_ = cn->CreateCq(std::max<uint32_t>(16, 2 * depth));
   fabric::QpInitAttr a;
   a.pd = pd;
   a.send_cq = send_cq_;
   a.recv_cq = recv_cq_;
-  a.max_send_wr = 8;
-  a.max_recv_wr = 8;
+  a.max_send_wr = depth;
+  a.max_recv_wr = depth;
   a.max_send_sge = 2;               // header + page
   a.access = fabric::kRemoteWrite;  // the reply
   qp_ = cn->CreateQp(a);
 }
 
-Task<Status> ChainClient::Invoke(std::vector<Sge> payload, uint32_t expect_bytes, Ps timeout) {
+Task<Status> ChainClient::Invoke(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst_rkey,
+                                 const Sge* page, uint32_t expect_bytes, Ps timeout) {
   const std::string what = std::string("odrp ") + ChainKindName(geo_.kind);
+  if (in_flight_ >= geo_.lanes && geo_.lanes == 1) co_return BusyStatus();
+  while (in_flight_ >= geo_.lanes) co_await window_.Wait();
   timed_out_ = false;
+  last_request_ = Chain::kNoRequest;
   if (qp_->state() == QpState::kErr) {
     co_return Status(Code::kLaneBroken, what + ": the chain QP is in ERR");
   }
-  const uint64_t n = next_++;
+  // From here to the CQ wait nothing suspends: requests are numbered, posted
+  // and queued on recv_cq_ in one order, and replies come back in it.
+  const uint64_t n = next_;
+  const uint64_t hdr = hdr_ + (n % geo_.lanes) * kHeaderStride;  // free: reply n - W came
+  const std::vector<uint8_t> h = Header(tt_addr, dst_addr, dst_rkey);
+  cn_->memory().Write(hdr, h.data(), h.size());
+  ++next_;
   RecvWr rr;
   rr.wr_id = n;  // no SGEs: the WRITE_WITH_IMM places its data by address
   SendWr s;
   s.wr_id = n;
   s.opcode = Opcode::kSend;
   s.flags = 0;
-  s.sg_list = std::move(payload);
+  s.sg_list = {{hdr, static_cast<uint32_t>(h.size()), hdr_mr_->lkey()}};
+  if (page != nullptr) s.sg_list.push_back(*page);
   if (qp_->PostRecv(rr) != 0 || qp_->PostSend(s) != 0) {
     co_return Status(Code::kLaneBroken, what + ": cannot post on the chain QP");
   }
   auto pending = std::make_shared<chain::ReplyDeadline>();
   rt_->Spawn(Deadline(rt_, qp_, pending, timeout, alive_));
-  busy_ = true;
+  max_in_flight_ = std::max(max_in_flight_, ++in_flight_);
   const fabric::WorkCompletion wc = co_await recv_cq_->Next();
-  busy_ = false;
+  --in_flight_;
+  window_.NotifyAll();
   pending->done = true;
   timed_out_ = pending->timed_out;
+  last_request_ = n;
+  co_return ReplyStatus(wc, n, expect_bytes, timeout, pending->timed_out);
+}
+
+Status ChainClient::ReplyStatus(const fabric::WorkCompletion& wc, uint64_t n, uint32_t expect_bytes,
+                                Ps timeout, bool timed_out) const {
+  const std::string what = std::string("odrp ") + ChainKindName(geo_.kind);
   if (wc.status != fabric::WcStatus::kSuccess) {
-    co_return Status(
+    return Status(
         Code::kLaneBroken,
-        pending->timed_out
+        timed_out
             ? what + " request " + std::to_string(n) + ": no reply within " +
                   std::to_string(PsToUs(timeout)) +
                   " us (the MN's chain faulted: unmapped TT entry, empty free page queue or a "
@@ -732,12 +821,12 @@ Task<Status> ChainClient::Invoke(std::vector<Sge> payload, uint32_t expect_bytes
                   ")");
   }
   if (!wc.with_imm || wc.imm_data != static_cast<uint32_t>(n) || wc.byte_len != expect_bytes) {
-    co_return Status(Code::kLaneBroken, what + ": reply imm " + std::to_string(wc.imm_data) +
-                                            " / " + std::to_string(wc.byte_len) +
-                                            " B, expected request " + std::to_string(n) + " / " +
-                                            std::to_string(expect_bytes) + " B");
+    return Status(Code::kLaneBroken, what + ": reply imm " + std::to_string(wc.imm_data) + " / " +
+                                         std::to_string(wc.byte_len) + " B, expected request " +
+                                         std::to_string(n) + " / " + std::to_string(expect_bytes) +
+                                         " B");
   }
-  co_return Status::Ok();
+  return Status::Ok();
 }
 
 Task<void> ChainClient::Deadline(fabric::Runtime* rt, fabric::Qp* qp,
@@ -764,18 +853,15 @@ Task<Status> ChainClient::Load(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst
   if (geo_.kind != ChainKind::kLoad) {
     co_return Status(Code::kUnsupported, "odrp: Load on a non-load chain");
   }
-  if (busy_) co_return BusyStatus();
-  const std::vector<uint8_t> h = Header(tt_addr, dst_addr, dst_rkey);
-  cn_->memory().Write(hdr_, h.data(), h.size());
-  std::vector<Sge> payload;  // (gcc: no braced lists in a co_await's arguments)
-  payload.push_back({hdr_, static_cast<uint32_t>(h.size()), hdr_mr_->lkey()});
-  co_return co_await Invoke(std::move(payload), static_cast<uint32_t>(kPageBytes), timeout);
+  co_return co_await Invoke(tt_addr, dst_addr, dst_rkey, nullptr, static_cast<uint32_t>(kPageBytes),
+                            timeout);
 }
 
 std::vector<uint8_t> ChainClient::Header(uint64_t tt_addr, uint64_t dst_addr,
                                          uint32_t dst_rkey) const {
   if (!tamper_) return EncodeHeader(geo_, next_, tt_addr, dst_addr, dst_rkey);
-  std::vector<uint64_t> v = RearmValues(geo_.kind, next_ + geo_.slots - kRearmLag);
+  std::vector<uint64_t> v =
+      RearmValues(geo_.kind, next_ + geo_.slots - geo_.rearm_lag(), geo_.lanes);
   tamper_(next_, &v);
   return EncodeHeader(geo_, next_, tt_addr, dst_addr, dst_rkey, &v);
 }
@@ -786,15 +872,9 @@ Task<Status> ChainClient::SendHeader(ChainKind kind, uint64_t tt_addr, uint64_t 
     co_return Status(Code::kUnsupported, std::string("odrp: ") + ChainKindName(kind) + " on a " +
                                              ChainKindName(geo_.kind) + " chain");
   }
-  if (busy_) co_return BusyStatus();
-  const std::vector<uint8_t> h = Header(tt_addr);
-  cn_->memory().Write(hdr_, h.data(), h.size());
-  std::vector<Sge> payload;
-  payload.push_back({hdr_, static_cast<uint32_t>(h.size()), hdr_mr_->lkey()});
-  if (kind != ChainKind::kInvalidate) {
-    payload.push_back({src_addr, static_cast<uint32_t>(kPageBytes), src_lkey});
-  }
-  co_return co_await Invoke(std::move(payload), 0, timeout);
+  const Sge page{src_addr, static_cast<uint32_t>(kPageBytes), src_lkey};
+  co_return co_await Invoke(tt_addr, 0, 0, kind == ChainKind::kInvalidate ? nullptr : &page, 0,
+                            timeout);
 }
 
 Task<Status> ChainClient::UnmappedStore(uint64_t tt_addr, uint64_t src_addr, uint32_t src_lkey,

@@ -7,10 +7,69 @@
 //
 // Written: Load, Unmapped Store, Mapped Store, Invalidate.
 //
+// Chains per CN (odrp.h "Chains per CN"): ONE Load chain per CN, pipelined
+// (W lanes, up to W requests inside it at once, below); Mapped Store,
+// Unmapped Store and Invalidate are still a small pool per kind (knob
+// chains_per_kind) of chains that carry one request at a time each (issue
+// 13, open: pipelining them, see "Pipelining the other kinds").
+//
+// ---- Pipelining (Load; issue 13) -----------------------------------------------
+// After OneSidedMW's allocation chain (alloc_chain.h): one R (RQ + managed
+// SQ) and W lanes, each an L_w and a C_w of its own (looped back, managed);
+// request n runs on lane w = n mod W as the lane's instance j = n / W (ring
+// slot n mod slots, slots = 4W: each lane ring holds 4 instances).
+//   - R's instance is R0 (the reply) and R1 = SEND_ENABLE C_w -> the lane's
+//     next instance. No WAIT on R0's ack: no instance waits for a CN round
+//     trip (the one-request layout had R1 WAIT rscq there).
+//   - The gate: C_w's instance enables R's instance n only after its own L
+//     step landed (WAIT lcq_w) and after instance n-1 enabled its part
+//     (WAIT gcq >= n; gcq counts the C_w ENABLEs of R, all lanes): an ENABLE
+//     enables every WQE below its index, so n's ENABLE must not release
+//     n-1's R0 before n-1's L1 landed. R then replies in request order.
+//   - The ticket T: L_w's instance begins by zeroing the page address of the
+//     R0 the lane ran before (C_w's instance is enabled only from that R0's
+//     tail, R1). Every R0 that runs before its own L1 landed finds 0 and
+//     faults. Why that holds for any R0(n) that succeeds, by induction on n:
+//     R0(n-W) ran before it (R is in order) and succeeded, so L1 of the
+//     lane's instance j-1 ran this lap; L_w is in order, so the T of lane
+//     instance j - slots/W + 1 <= j-1 (slots/W >= 2) had zeroed R0(n)'s
+//     field before, and only L1 of instance j writes it after. So R never
+//     sends a page address an earlier request read (chains_test
+//     AnEarlyInstanceOfAPipelinedLoadChainNeverSendsAStalePage, which fails
+//     with T replaced by a NOP; ARaisedEnableNeverMakesLoadSendAStalePage).
+//   - Re-arm lag W + 1: the CN sends request n only after reply n-W arrived;
+//     R's tail of n-W may still be pending then, that of n-W-1 has run (R is
+//     in order), and with it every WQE of instance n-W-1 (C_w enabled R0
+//     before). So request n re-arms instance n - W - 1 + slots.
+//   - Faults: a refused request faults R at its R0 (L1 refused: L_w goes to
+//     ERR, C_w's WAIT counts the error completion and opens the gate, R0
+//     finds the 0 T left; an unmapped entry: R0 finds the 0 L1 read). R's
+//     ERR flushes every R0 the CN had not acknowledged yet, also those of
+//     EARLIER requests, so the first deadline to pass need not be the
+//     refused request's: the MN CPU names it (RefusedLoad: the R0 R started
+//     last), and the CN retries the others on the rebuilt chain (odrp.h
+//     "Refusals"). After a fault, a lane whose C_w still had an instance
+//     enabled runs it once (flush completions pass its WAITs): an L1 on the
+//     previous lap's tt_addr (the same CN's own entry, or a fault) whose R0
+//     never runs (R is in ERR). Load changes no MN state, so nothing needs
+//     repair.
+// Cost (sim, `dmbench micro access --system odrp --op read`): see odrp.h
+// "Chains per CN".
+//
+// ---- Pipelining the other kinds (not written) ------------------------------------
+// Mapped Store, Unmapped Store and Invalidate would take the same layout,
+// but their R0 is a 0-byte notification that consumes no L result, so an R0
+// released early (or after its L faulted) would tell the CN a store is done
+// that never ran. Each needs an 8-byte notification whose source address the
+// last L step writes into R0 (FENCE: after the store completed) and T zeroes,
+// and a CN reply word to receive it; Unmapped Store with W > 1 also needs
+// recovery of every lane's last dequeue (several lanes can fault on one empty
+// queue), as OneSidedMW's Inspect.
+//
 // ---- QPs per chain (all on the MN, in the MN's one PD) ----------------------
 //   R  CN-facing (connected to the CN's chain QP). RQ: one RECV per slot takes
 //      the CN's SEND and scatters its arguments into later WQEs. SQ (managed):
-//      the reply to the CN and the tail that re-arms C. qp_access_flags = 0:
+//      the reply to the CN and the tail that re-arms C (Load: C_w). qp_access_flags = 0:
 //      the CN can only SEND to it (no READ/WRITE/atomic through R).
 //   L  worker, looped back to itself (managed SQ): READ/WRITE/FAA on MN
 //      memory. Unreachable from any CN.
@@ -19,8 +78,10 @@
 //      rewrote is fetched only after the rewrite landed ([ODRP] footnote 1:
 //      "we need an ENABLE WR before the modified WR"). The sim would also
 //      honour FENCE for that, a real RNIC prefetches WQEs.
+//   Load: W pairs L_w, C_w instead of L, C (above), so 1 + 2W QPs.
 // CQs (all count-only, ignore_overrun): rcq (R's RECVs), rscq (R's sends),
-// lcq (L), ccq (C: unsignaled, errors only).
+// lcq (L; Load: lcq_w per lane), ccq (C: unsignaled, errors only; Load: gcq,
+// the gate, shared by every C_w).
 // All three SQs are managed: they run only up to the index the last
 // SEND_ENABLE set, which may lie beyond what the MN CPU posted; the RNIC then
 // re-reads the ring slot index % ring_size. That is how an executed instance
@@ -35,42 +96,35 @@
 // ENABLE index below is written in.
 //
 // ---- Load(tt_addr, dst, rkey, seq) -> page ([ODRP] §4.3 "Page load") ---------
+// Request n on lane w = n mod W, the lane's instance j = n / W (W = lanes).
 //   RECV   (R)  args -> L1.remote_addr (tt_addr), R0.remote_addr+rkey (the
-//               CN's buffer), R0.imm (seq); re-arm values -> instance n-2
+//               CN's buffer), R0.imm (seq); re-arm values -> instance n-W-1
 //   C0  WAIT rcq >= n+1                      (the request has landed)
-//   C1  SEND_ENABLE L -> (n+1)*4
-//   L0  Z   READ the meta zero word -> R0(n-1).sge[0].addr: clears the page
-//           address the previous instance's R0 sent. An ENABLE of R that
-//           the CN raised (L2's index is a re-arm value) runs R0s whose L1
-//           has not run this lap; they find 0 and fault (LOC_PROT_ERR)
-//           instead of sending a page an earlier request loaded, which the
-//           CN may have freed since and another CN may hold (chains_test
-//           ARaisedEnableNeverMakesLoadSendAStalePage). Every R0 but
-//           instance n's was cleared by an earlier Z: L executes in order,
-//           and only L's own L2s enable R.
+//   C1  SEND_ENABLE L_w -> 2(j+1)            (T, L1)
+//   L0  T   READ the meta zero word -> R0.sge[0].addr of the lane's previous
+//           instance (n-W), unsignaled: the lane's ticket (see
+//           "Pipelining"). An R0 released before its own L1 landed finds 0
+//           and faults (LOC_PROT_ERR) instead of sending a page an earlier
+//           request loaded, which the CN may have freed since and another
+//           CN may hold.
 //   L1  FETCH_ADD 0 on the TT entry (rkey tt[c]) -> R0.sge[0].addr (the
 //       page address, BE): a READ that refuses a misaligned tt_addr
-//       (atomics must be 8-byte aligned: REM_INV_REQ, L goes to ERR; an
+//       (atomics must be 8-byte aligned: REM_INV_REQ, L_w goes to ERR; an
 //       8-byte READ at tt_base + 8k + 1 would hand R0 entry k shifted left
 //       by 8 bits, which can name another CN's page) and, by tt[c]'s bounds,
-//       one outside the CN's table (REM_ACCESS_ERR)
-//   L2  SEND_ENABLE R -> (n+1)*4 (FENCE: after Z and L1 landed)
-//   L3  NOP (padding)
+//       one outside the CN's table (REM_ACCESS_ERR). Signaled (lcq_w).
+//   C2  WAIT lcq_w >= j+1                    (L1 landed in R0)
+//   C3  WAIT gcq >= n                        (instances < n enabled their R0)
+//   C4  SEND_ENABLE R -> 2(n+1), signaled into gcq
+//   C5..C7 NOP (padding: C_w's instance is 8 WQEs)
 //   R0  WRITE_WITH_IMM 4 KB from the page (lkey pool) to the CN's buffer,
-//       imm = seq: the data and the notification in one WR. An unmapped
-//       entry (0) gives a null local address: LOC_PROT_ERR, R goes to ERR,
-//       the CN gets nothing ([ODRP] §4.5.2 (3)).
-//   R1  WAIT rscq >= n+1                     (R0 acknowledged by the CN)
-//   R2  SEND_ENABLE C -> (n+2)*2             (C's next instance)
-//   R3  NOP (padding)
-//   R0 is enabled from L (not by a WAIT on lcq, which flush completions
-//   satisfy too): a faulted L1 (a tt_addr outside the CN's table) flushes L2,
-//   so R0 never sends the page address an earlier request of this instance
-//   left in its WQE, which may since belong to another CN.
-//   Cost of Z (sim, `dmbench micro access --system odrp`, 4 KB read): two
-//   WRs more per request (Z and the NOP that pads L to 4), 6.09 -> 6.35 us
-//   at 1 thread, 36.4 -> 47.5 us at 24 threads (0.66 -> 0.51 Mops: the MN's
-//   WR processing bounds it, and a Load went from 8 to 10 WRs).
+//       imm = seq: the data and the notification in one WR. Signaled
+//       (rscq: Idle, RefusedLoad). An unmapped entry (0), or the 0 T left
+//       when L1 did not run, gives a null local address: LOC_PROT_ERR, R
+//       goes to ERR, the CN gets nothing ([ODRP] §4.5.2 (3)).
+//   R1  SEND_ENABLE C_w -> 8(j+2)            (the lane's next instance)
+//   12 WQEs per request (the one-request layout had 10, with R's WAIT on
+//   the CN's ack).
 //
 // ---- UnmappedStore(tt_addr, page, seq) ([ODRP] §4.3 "Unmapped page store") ---
 //   RECV   (R)  args -> ta[s] (tt_addr, MN scratch), R0.imm (seq); re-arm
@@ -230,9 +284,11 @@
 // fetches a WQE when it executes it, after its FENCE; a real RNIC that
 // prefetches WQEs relies on the ENABLE as well ([ODRP] footnote 1).
 // Across QPs (no FENCE reaches from one SQ to another):
-//   Load R0 <- L1 (the page address): released by L2's ENABLE of R, whose
-//     index is a re-arm value. Closed by Z: an R0 whose L1 has not run this
-//     lap holds 0 and faults (ARaisedEnableNeverMakesLoadSendAStalePage).
+//   Load R0 <- L1 (the page address): released by C_w's ENABLE of R after
+//     WAITs on lcq_w and gcq, all re-arm values. Closed by the ticket T: an
+//     R0 whose L1 has not run this lap holds 0 and faults
+//     (ARaisedEnableNeverMakesLoadSendAStalePage,
+//     AnEarlyInstanceOfAPipelinedLoadChainNeverSendsAStalePage).
 //   Stores' and Invalidate's R0 <- L: a 0-byte notification that consumes
 //     no L result; released early it only tells the CN its own request is
 //     done before it is.
@@ -270,8 +326,10 @@
 // enabled; so the re-arm lag is 2, and slots >= 4, a power of two). The same
 // RECV writes the doorbell record = max(n + slots - 1, slots): the RNIC reads
 // the doorbell when a SEND arrives, so the consumed RECVs count as posted
-// again (the RECV WQEs themselves never change).
-// C's next instance is enabled by R's tail (R2), after R0 was acknowledged, so
+// again (the RECV WQEs themselves never change). Load: lag W + 1, doorbell
+// max(n + slots - W, slots) (see "Pipelining").
+// One-request kinds: C's next instance is enabled by R's tail (R2), after R0
+// was acknowledged, so
 // a chain stops cleanly when it faults: an L fault flushes L's ENABLE of R
 // (R0 never runs), an R fault (bad entry, CN gone) flushes R1/R2 (C never
 // runs again), and no instance runs on stale arguments. (WAITs count flush completions too, so
@@ -297,6 +355,7 @@
 
 #include "fabric/node.h"
 #include "systems/common/chain_wr.h"
+#include "systems/common/wait_list.h"
 #include "systems/odrp/layout.h"
 #include "systems/status.h"
 
@@ -369,18 +428,28 @@ const char* ChainKindName(ChainKind k);
 // What both ends agree on (the MN tells the CN at connection time).
 struct ChainGeometry {
   ChainKind kind = ChainKind::kLoad;
-  uint32_t slots = 4;  // pre-posted instances: a power of two, >= 4
-  uint32_t l_wrs = 0;  // WQEs per instance on L, R, C
+  uint32_t slots = 4;  // pre-posted instances (all lanes): a power of two, >= 4 x lanes
+  // Load only: W lanes (L_w, C_w) behind one R; request n runs on lane
+  // n mod W, and the CN keeps up to W requests in flight. Other kinds: 1.
+  uint32_t lanes = 1;
+  uint32_t l_wrs = 0;  // WQEs per instance on L (L_w), R, C (C_w)
   uint32_t r_wrs = 0;
   uint32_t c_wrs = 0;
-  static ChainGeometry For(ChainKind kind, uint32_t slots);
+  static ChainGeometry For(ChainKind kind, uint32_t slots, uint32_t lanes = 1);
+  // Request n re-arms instance n - lag: 2 for the one-request kinds, W + 1
+  // for Load (request n is sent once reply n - W arrived, and R's tail of
+  // n - W may not have run by then; that of n - W - 1 has).
+  uint64_t rearm_lag() const { return kind == ChainKind::kLoad ? uint64_t{lanes} + 1 : 2; }
 };
 
-inline constexpr uint64_t kRearmLag = 2;  // request n re-arms instance n - 2
+inline constexpr uint64_t kRearmLag = 2;  // the one-request kinds: request n re-arms n - 2
+// A CN's request headers: one per request in flight, this far apart.
+inline constexpr uint64_t kHeaderStride = 128;
 
 // The WAIT counts / ENABLE indices of the instance serving request m, in the
-// order the request carries them (see RearmTargets in chains.cc).
-std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m);
+// order the request carries them (see RearmTargets in chains.cc). `lanes`:
+// Load's W.
+std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m, uint32_t lanes = 1);
 // The RQ doorbell record value request n writes.
 uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n);
 
@@ -395,7 +464,7 @@ uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n);
 // seq = low 32 bits of n (the reply's imm).
 uint32_t HeaderBytes(ChainKind kind);
 // `rearm`: the re-arm values to send (default: RearmValues for request
-// n - 2 + slots, what an honest CN sends).
+// n - rearm_lag + slots, what an honest CN sends).
 std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t tt_addr,
                                   uint64_t dst_addr = 0, uint32_t dst_rkey = 0,
                                   const std::vector<uint64_t>* rearm = nullptr);
@@ -406,16 +475,21 @@ class Chain {
   // Creates R, L, C (L and C connected to themselves) and (registered here)
   // the scratch words (all but Load) and staging pages (stores). Connect
   // cn_qp() to the CN's ChainClient::qp(), then Arm.
+  // `lanes` (Load only): W worker/control lanes behind the one R.
   static Task<std::unique_ptr<Chain>> Create(OdrpMetadata* mn, const CnTable* cn, ChainKind kind,
-                                             uint32_t slots);
+                                             uint32_t slots, uint32_t lanes = 1);
   // Pre-posts every instance and every RECV, and starts C's first instance
   // (the MN CPU posts them: verbs.post_send each). The only MN CPU work.
   Task<void> Arm();
 
   const ChainGeometry& geometry() const { return geo_; }
   fabric::Qp* cn_qp() const { return r_; }
-  fabric::Qp* worker_qp() const { return l_; }
+  fabric::Qp* worker_qp() const { return l_; }  // Load: lane 0's
   fabric::Qp* control_qp() const { return c_; }
+  fabric::Qp* lane_worker_qp(uint32_t w) const { return lane_l_.at(w); }
+  fabric::Qp* lane_control_qp(uint32_t w) const { return lane_c_.at(w); }
+  // Every MN QP of the chain (R, then L and C or every L_w and C_w).
+  std::vector<fabric::Qp*> qps() const;
   uint64_t requests_taken() const { return r_->counters().recvs_consumed; }
   // A chain QP is in ERR: the chain serves nothing until rebuilt.
   bool Faulted() const;
@@ -436,14 +510,31 @@ class Chain {
   // the dequeue read there (U4's landing in U7's local address field, BE,
   // returned as a value; 0: the free page queue was empty).
   uint64_t ClaimedPosition(uint32_t slot) const;
+  // Load, after a fault (MN CPU, control path): the first request the chain
+  // refused (its L1 faulted on the tt_addr, or the entry it read is 0), or
+  // kNoRequest. The requests between the last acknowledged reply and it may
+  // have lost their replies only because R went to ERR with their R0s in
+  // flight (a QP's error flushes its unacknowledged WRs): innocent.
+  static constexpr uint64_t kNoRequest = ~uint64_t{0};
+  uint64_t RefusedLoad() const;
   uint64_t DequeuedElement(uint32_t slot) const;
 
  private:
   Chain() = default;
   enum Role : uint8_t { kL, kR, kC };
   fabric::Qp* qp(Role r) const { return r == kL ? l_ : r == kR ? r_ : c_; }
+  // The QP of `r` that serves instance s (L and C: lane s mod W).
+  fabric::Qp* qp(Role r, uint32_t s) const {
+    return r == kR ? r_ : r == kL ? lane_l_[s % geo_.lanes] : lane_c_[s % geo_.lanes];
+  }
   uint32_t wrs(Role r) const { return r == kL ? geo_.l_wrs : r == kR ? geo_.r_wrs : geo_.c_wrs; }
   uint64_t Wqe(Role r, uint64_t index) const { return qp(r)->SendWqeAddr(index); }
+  // WQE `k` of instance s (L and C: in lane s mod W's ring, its (s / W)-th).
+  uint64_t InstWqe(Role r, uint32_t s, uint32_t k) const {
+    const uint64_t inst = r == kR ? s : s / geo_.lanes;
+    return qp(r, s)->SendWqeAddr(inst * wrs(r) + k);
+  }
+  void CreateLanes();
   void BuildLoad(uint32_t s, std::vector<fabric::SendWr>* l, std::vector<fabric::SendWr>* r,
                  std::vector<fabric::SendWr>* c, fabric::RecvWr* rr) const;
   void BuildStore(uint32_t s, std::vector<fabric::SendWr>* l, std::vector<fabric::SendWr>* r,
@@ -469,18 +560,25 @@ class Chain {
   fabric::Qp* r_ = nullptr;
   fabric::Qp* l_ = nullptr;
   fabric::Qp* c_ = nullptr;
-  uint64_t scratch_ = 0;  // non-Load: faa[s], ta[s], chk[s] (8 B each per slot)
-  uint64_t staging_ = 0;  // stores: staging[s] at staging_ + 4096 s
+  std::vector<fabric::Qp*> lane_l_;  // L_w (one-request kinds: {l_})
+  std::vector<fabric::Qp*> lane_c_;  // C_w (one-request kinds: {c_})
+  std::vector<fabric::Cq*> lane_lcq_;
+  fabric::Cq* gcq_ = nullptr;  // Load: C_w's signaled ENABLEs of R (the gate)
+  uint64_t scratch_ = 0;       // non-Load: faa[s], ta[s], chk[s] (8 B each per slot)
+  uint64_t staging_ = 0;       // stores: staging[s] at staging_ + 4096 s
   fabric::Mr* scratch_mr_ = nullptr;
   fabric::Mr* staging_mr_ = nullptr;
   bool armed_ = false;
 };
 
-// The CN end of one chain. One request at a time (the re-arm lag relies on
-// it); requests are numbered 0, 1, ... by the client.
+// The CN end of one chain. Up to geometry().lanes requests in flight (one for
+// every kind but Load; the re-arm lag relies on it: request n is sent only
+// after reply n - lanes arrived); requests are numbered 0, 1, ... by the
+// client, and replies come back in that order.
 class ChainClient {
  public:
-  // `hdr_mr` covers [hdr_addr, +HeaderBytes) (local access is enough).
+  // `hdr_mr` covers [hdr_addr, + (lanes - 1) x kHeaderStride + HeaderBytes)
+  // (local access is enough): one header per request in flight.
   // Creates the CN's QP (not connected; access: remote write, for the reply).
   ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, ChainGeometry geo,
               fabric::Mr* hdr_mr, uint64_t hdr_addr);
@@ -488,8 +586,17 @@ class ChainClient {
   fabric::Qp* qp() const { return qp_; }
   const ChainGeometry& geometry() const { return geo_; }
   uint64_t requests_sent() const { return next_; }
-  // The last request ended at its reply deadline (no reply: the MN's chain
-  // refused it, or was slower than `timeout` and no liveness check said so).
+  uint32_t in_flight() const { return in_flight_; }
+  // The number of the request that just returned (Chain::kNoRequest: it was
+  // never sent). Read it as timed_out().
+  uint64_t last_request() const { return last_request_; }
+  // The most requests that were ever in flight at once (tests).
+  uint32_t max_in_flight() const { return max_in_flight_; }
+  // The request that just returned ended at its reply deadline (no reply:
+  // the MN's chain refused it, or was slower than `timeout` and no liveness
+  // check said so). Read it right after the call returns (no co_await in
+  // between): several requests may be in flight. A request flushed behind
+  // one that timed out did not time out.
   bool timed_out() const { return timed_out_; }
   // Asked when a reply deadline passes (control path, e.g. the MN CPU reading
   // the chain's QP states): true = the chain has not faulted, the request is
@@ -524,8 +631,13 @@ class ChainClient {
   static Task<void> Deadline(fabric::Runtime* rt, fabric::Qp* qp,
                              std::shared_ptr<chain::ReplyDeadline> d, Ps timeout,
                              LivenessCheck alive);
-  // Posts the RECV for the reply and the SEND, awaits the reply.
-  Task<Status> Invoke(std::vector<fabric::Sge> payload, uint32_t expect_bytes, Ps timeout);
+  // Waits for a free place in the window (Load), writes request next_'s
+  // header into its buffer, posts the RECV for the reply and the SEND,
+  // awaits the reply.
+  Task<Status> Invoke(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst_rkey,
+                      const fabric::Sge* page, uint32_t expect_bytes, Ps timeout);
+  Status ReplyStatus(const fabric::WorkCompletion& wc, uint64_t n, uint32_t expect_bytes,
+                     Ps timeout, bool timed_out) const;
   // The header of request next_ (re-arm values edited by tamper_, if set).
   std::vector<uint8_t> Header(uint64_t tt_addr, uint64_t dst_addr = 0, uint32_t dst_rkey = 0) const;
   // Writes the header of request next_ and sends it (and the page, if any).
@@ -541,7 +653,10 @@ class ChainClient {
   fabric::Cq* recv_cq_ = nullptr;
   fabric::Qp* qp_ = nullptr;
   uint64_t next_ = 0;
-  bool busy_ = false;  // a request is in flight
+  uint32_t in_flight_ = 0;
+  uint64_t last_request_ = ~uint64_t{0};
+  uint32_t max_in_flight_ = 0;
+  WaitList window_;  // Load: requests waiting for one of the W in flight to return
   bool timed_out_ = false;
   LivenessCheck alive_;
   Tamper tamper_;

@@ -15,8 +15,10 @@ using fabric::QpState;
 
 namespace {
 
-constexpr uint64_t kHdrStride = 128;                // one request header (<= 104 B)
-constexpr uint64_t kLaneHdrBytes = 4 * kHdrStride;  // one per chain kind
+constexpr uint64_t kHdrStride = kHeaderStride;  // one request header (<= 104 B)
+// A Load flushed behind another request's fault retries on the rebuilt chain
+// at most this often (each retry follows a rebuild).
+constexpr int kFlushRetries = 4;
 
 // Releases the MN's control path when the holder leaves its scope.
 struct Unlocker {
@@ -102,22 +104,29 @@ Task<const CnTable*> OdrpMnSide::ConnectCn(uint32_t cn_index, uint64_t swap_page
   co_return it->second.table;
 }
 
-// Three MN QPs per chain (R, L, C), each created and moved to RTS.
+// 1 + 2 x lanes MN QPs per chain (R, and L, C per lane), each created and
+// moved to RTS.
 Task<std::unique_ptr<Chain>> OdrpMnSide::NewChain(const CnState& cs, ChainKind kind,
-                                                  fabric::Qp* cn_qp) {
-  co_await node_->cpu().Work(cost_qp_modify_, 3 * 3);
-  std::unique_ptr<Chain> c = co_await Chain::Create(odrp_.get(), cs.table, kind, kChainSlots);
+                                                  fabric::Qp* cn_qp, uint32_t lanes) {
+  co_await node_->cpu().Work(cost_qp_modify_, 3 * (1 + 2 * lanes));
+  std::unique_ptr<Chain> c =
+      co_await Chain::Create(odrp_.get(), cs.table, kind, ChainSlots(kind, lanes), lanes);
   deployment_.cluster->Connect(cn_qp, c->cn_qp());
   co_await c->Arm();
   co_return c;
 }
 
-Task<Chain*> OdrpMnSide::OpenChain(uint32_t cn_index, ChainKind kind, fabric::Qp* cn_qp) {
+Task<Chain*> OdrpMnSide::OpenChain(uint32_t cn_index, ChainKind kind, fabric::Qp* cn_qp,
+                                   uint32_t lanes) {
+  if (lanes == 0 || lanes > kMaxLoadLanes || (kind != ChainKind::kLoad && lanes != 1)) {
+    throw std::invalid_argument("odrp: a " + std::string(ChainKindName(kind)) + " chain with " +
+                                std::to_string(lanes) + " lanes");
+  }
   co_await control_.Lock();
   Unlocker unlock{&control_};
   co_await node_->cpu().Work(cost_dispatch_);
   CnState& cs = StateOf(cn_index);
-  cs.chains.push_back(co_await NewChain(cs, kind, cn_qp));
+  cs.chains.push_back(co_await NewChain(cs, kind, cn_qp, lanes));
   ++counters_.chains_opened;
   co_return cs.chains.back().get();
 }
@@ -143,8 +152,12 @@ Task<ChainReport> OdrpMnSide::RebuildChain(uint32_t cn_index, Chain* old, fabric
   rep.faulted = old->Faulted();
   old->Stop();
   if (kind == ChainKind::kUnmappedStore && l_faulted) co_await RecoverDequeue(*old, &rep);
+  if (kind == ChainKind::kLoad && rep.faulted) {
+    co_await node_->cpu().Work(cost_bookkeeping_);
+    rep.refused_request = old->RefusedLoad();
+  }
   rep.entry_mapped = EntryMapped(*cs.table, tt_addr);
-  *it = co_await NewChain(cs, kind, cn_qp);  // the old chain's QPs stay in ERR
+  *it = co_await NewChain(cs, kind, cn_qp, old->geometry().lanes);  // old QPs stay in ERR
   rep.chain = it->get();
   ++counters_.chains_rebuilt;
   co_return rep;
@@ -257,6 +270,8 @@ OdrpCn::OdrpCn(const Deployment& d, uint32_t cn_index, MnControl* mn, const Knob
       node_(d.cns.at(cn_index - d.cn_index_base)),
       rt_(&d.cluster->runtime()),
       timeout_(static_cast<Ps>(k.Int("reply_timeout_us")) * kPsPerUs),
+      chains_per_kind_(static_cast<uint32_t>(k.Int("chains_per_kind"))),
+      load_lanes_(static_cast<uint32_t>(k.Int("load_lanes"))),
       swap_pages_(k.Int("swap_pages") > 0 ? static_cast<uint64_t>(k.Int("swap_pages"))
                                           : d.pool_bytes / kPageBytes) {
   if (!mn_) {
@@ -279,9 +294,78 @@ Task<void> OdrpCn::EnsureTable() {
   }
 }
 
-std::unique_ptr<ChainClient> OdrpCn::NewClient(const Group& g, ChainKind kind, uint64_t hdr) const {
-  return std::make_unique<ChainClient>(node_, pd_, rt_, ChainGeometry::For(kind, kChainSlots), g.mr,
-                                       hdr);
+std::unique_ptr<ChainClient> OdrpCn::NewClient(ChainKind kind, uint64_t hdr) const {
+  const uint32_t lanes = kind == ChainKind::kLoad ? load_lanes_ : 1;
+  return std::make_unique<ChainClient>(
+      node_, pd_, rt_, ChainGeometry::For(kind, ChainSlots(kind, lanes), lanes), hdr_mr_, hdr);
+}
+
+Task<void> OdrpCn::EnsurePools() {
+  if (hdr_mr_) co_return;
+  // chains_per_kind_ headers per one-request kind, load_lanes_ for the Load chain.
+  const uint64_t bytes = ((kChainKinds - 1) * chains_per_kind_ + load_lanes_) * kHdrStride;
+  const uint64_t base = node_->memory().Alloc(bytes, 64);
+  node_->memory().Fill(base, 0, bytes);
+  fabric::Mr* mr = co_await node_->RegMr(pd_, base, bytes, fabric::kLocalWrite);
+  if (hdr_mr_) co_return;  // another group of this CN got here first
+  hdr_mr_ = mr;
+  lane_cq_ = node_->CreateCq(4, /*ignore_overrun=*/true);
+  for (uint32_t k = 0; k < kChainKinds; ++k) {
+    KindPool& pool = pools_[k];
+    if (pool.chains.empty() && pool.opening == 0) Release(co_await OpenPooled(ChainKind(k)));
+  }
+}
+
+// Opens chain number chains.size() of `kind` (it comes back busy).
+Task<OdrpCn::PooledChain*> OdrpCn::OpenPooled(ChainKind kind) {
+  KindPool& pool = pools_[static_cast<size_t>(kind)];
+  ++pool.opening;
+  auto pc = std::make_unique<PooledChain>();
+  pc->kind = kind;
+  pc->busy = true;
+  // Headers: [one-request kinds x chains_per_kind_][load_lanes_ for Load's one chain].
+  const uint64_t k = static_cast<uint64_t>(kind);
+  const uint64_t index = kind == ChainKind::kLoad
+                             ? (kChainKinds - 1) * chains_per_kind_
+                             : (k - (k > 0)) * chains_per_kind_ + pool.chains.size();
+  pc->hdr = hdr_mr_->addr() + index * kHdrStride;
+  pool.chains.push_back(std::move(pc));  // reserves its header slot
+  PooledChain* raw = pool.chains.back().get();
+  raw->client = NewClient(kind, raw->hdr);
+  co_await node_->cpu().Work(cost_qp_modify_, 3);
+  raw->chain =
+      co_await mn_->OpenChain(cn_index_, kind, raw->client->qp(), raw->client->geometry().lanes);
+  WatchLiveness(*raw);
+  --pool.opening;
+  co_return raw;
+}
+
+Task<OdrpCn::PooledChain*> OdrpCn::Acquire(ChainKind kind) {
+  KindPool& pool = pools_[static_cast<size_t>(kind)];
+  while (kind == ChainKind::kLoad) {  // one pipelined chain, shared
+    if (!pool.chains.empty()) {
+      PooledChain* pc = pool.chains.front().get();
+      if (pc->chain != nullptr && !pc->rebuilding) co_return pc;
+    } else if (pool.opening == 0) {
+      co_return co_await OpenPooled(kind);
+    }
+    co_await pool.freed.Wait();
+  }
+  for (;;) {
+    for (const auto& pc : pool.chains) {
+      if (!pc->busy && pc->chain != nullptr) {
+        pc->busy = true;
+        co_return pc.get();
+      }
+    }
+    if (pool.chains.size() < chains_per_kind_) co_return co_await OpenPooled(kind);
+    co_await pool.freed.Wait();
+  }
+}
+
+void OdrpCn::Release(PooledChain* pc) {
+  pc->busy = false;
+  pools_[static_cast<size_t>(pc->kind)].freed.NotifyAll();
 }
 
 Task<AccessGroup*> OdrpCn::OpenGroup(int lanes, uint64_t buffer_bytes) {
@@ -291,54 +375,45 @@ Task<AccessGroup*> OdrpCn::OpenGroup(int lanes, uint64_t buffer_bytes) {
   }
   if (!pd_) pd_ = node_->AllocPd();
   co_await EnsureTable();
-  // [request headers of every lane][zero page][data buffer], one MR; remote
-  // write: the Load chains' replies land in the data buffer.
-  const uint64_t hdr_bytes = (lanes * kLaneHdrBytes + kPageBytes - 1) / kPageBytes * kPageBytes;
-  const uint64_t total = hdr_bytes + kPageBytes + buffer_bytes;
+  co_await EnsurePools();
+  // [zero page][data buffer], one MR; remote write: the Load chains' replies
+  // land in the data buffer.
+  const uint64_t total = kPageBytes + buffer_bytes;
   const uint64_t base = node_->memory().Alloc(total, kPageBytes);
-  node_->memory().Fill(base, 0, hdr_bytes + kPageBytes);
+  node_->memory().Fill(base, 0, kPageBytes);
   auto g = std::make_unique<Group>();
   g->mr = co_await node_->RegMr(pd_, base, total, fabric::kLocalWrite | fabric::kRemoteWrite);
-  g->zero_page = base + hdr_bytes;
+  g->zero_page = base;
   g->group =
       std::make_unique<AccessGroup>(cn_index_, g->mr, g->zero_page + kPageBytes, buffer_bytes);
   Group* raw = g.get();
   groups_.push_back(std::move(g));
-  for (int i = 0; i < lanes; ++i) co_await AddLane(raw, i, base + i * kLaneHdrBytes);
+  for (int i = 0; i < lanes; ++i) co_await AddLane(raw, i);
   co_return raw->group.get();
 }
 
-Task<void> OdrpCn::AddLane(Group* g, size_t index, uint64_t hdr_base) {
+// A lane is its state QP: CN-local, never connected (odrp.h "Lanes").
+Task<void> OdrpCn::AddLane(Group* g, size_t index) {
   auto lane = std::make_unique<Lane>();
   lane->group = g->group.get();
   lane->index = index;
-  lane->ctrl_addr = hdr_base;
-  LaneChains lc;
-  lc.lane = lane.get();
-  std::vector<ChainKind> kinds = {ChainKind::kLoad, ChainKind::kMappedStore};
-  if (index == 0) kinds.insert(kinds.end(), {ChainKind::kUnmappedStore, ChainKind::kInvalidate});
-  for (ChainKind k : kinds) {
-    Slot s;
-    s.kind = k;
-    s.hdr = hdr_base + kHdrStride * static_cast<uint64_t>(k);
-    s.client = NewClient(*g, k, s.hdr);
-    co_await node_->cpu().Work(cost_qp_modify_, 3);
-    s.chain = co_await mn_->OpenChain(cn_index_, k, s.client->qp());
-    WatchLiveness(s);
-    lc.slots.push_back(std::move(s));
-  }
-  lane->qp = lc.slots[0].client->qp();  // the Load chain: see odrp.h "Lanes"
+  fabric::QpInitAttr a;
+  a.pd = pd_;
+  a.send_cq = lane_cq_;
+  a.recv_cq = lane_cq_;
+  co_await node_->cpu().Work(cost_qp_modify_, 1);
+  lane->qp = node_->CreateQp(a);
+  lane->qp->Modify(QpState::kInit);
   lane->cq = nullptr;
-  lane->mn_qpn = lc.slots[0].chain->cn_qp()->qp_num();
+  lane->mn_qpn = 0;
   g->group->AddLane(std::move(lane));
-  g->lanes.push_back(std::move(lc));
 }
 
-void OdrpCn::WatchLiveness(Slot& s) {
+void OdrpCn::WatchLiveness(PooledChain& pc) {
   OdrpMnSide* mn = mn_;
   const uint32_t cn = cn_index_;
-  const Chain* chain = s.chain;
-  s.client->SetLivenessCheck([mn, cn, chain]() { return mn->ChainRunning(cn, chain); });
+  const Chain* chain = pc.chain;
+  pc.client->SetLivenessCheck([mn, cn, chain]() { return mn->ChainRunning(cn, chain); });
 }
 
 OdrpCn::Group* OdrpCn::GroupOf(const AccessGroup& ag) {
@@ -348,24 +423,15 @@ OdrpCn::Group* OdrpCn::GroupOf(const AccessGroup& ag) {
   return nullptr;
 }
 
-OdrpCn::Slot& OdrpCn::SlotOf(LaneChains& lc, ChainKind kind) {
-  for (Slot& s : lc.slots) {
-    if (s.kind == kind) return s;
-  }
-  throw std::logic_error(std::string("odrp: lane without a ") + ChainKindName(kind) + " chain");
-}
-
-Task<ChainReport> OdrpCn::Rebuild(Group& g, LaneChains& lc, Slot& s, uint64_t tt_addr) {
-  std::unique_ptr<ChainClient> client = NewClient(g, s.kind, s.hdr);
+// Replaces the pooled chain `pc` (held by the caller) by a fresh one.
+Task<ChainReport> OdrpCn::Rebuild(PooledChain& pc, uint64_t tt_addr) {
+  std::unique_ptr<ChainClient> client = NewClient(pc.kind, pc.hdr);
   co_await node_->cpu().Work(cost_qp_modify_, 3);
-  const ChainReport rep = co_await mn_->RebuildChain(cn_index_, s.chain, client->qp(), tt_addr);
-  s.client = std::move(client);
-  s.chain = rep.chain;
-  WatchLiveness(s);
-  if (s.kind == ChainKind::kLoad) {
-    lc.lane->qp = s.client->qp();
-    lc.lane->mn_qpn = s.chain->cn_qp()->qp_num();
-  }
+  const ChainReport rep = co_await mn_->RebuildChain(cn_index_, pc.chain, client->qp(), tt_addr);
+  pc.retired.push_back(std::move(pc.client));  // a flushed request may still be inside it
+  pc.client = std::move(client);
+  pc.chain = rep.chain;
+  WatchLiveness(pc);
   co_return rep;
 }
 
@@ -425,16 +491,18 @@ Task<Result<Chunk>> OdrpCn::AllocOnce(Group& g, bool* retry) {
     co_return out;
   }
   const uint64_t tt = table_->tt_base + idx * kTtEntryBytes;
-  Slot& s = SlotOf(g.lanes.at(0), ChainKind::kUnmappedStore);
-  const Status st = co_await s.client->UnmappedStore(tt, g.zero_page, g.mr->lkey(), timeout_);
+  PooledChain* pc = co_await Acquire(ChainKind::kUnmappedStore);
+  const Status st = co_await pc->client->UnmappedStore(tt, g.zero_page, g.mr->lkey(), timeout_);
   if (st.ok()) {
+    Release(pc);
     out.value.addr = tt / kTtEntryBytes * kPageBytes;
     out.value.bytes = kPageBytes;
     out.value.id = idx;
     out.value.rkeys = {0};
     co_return out;
   }
-  const ChainReport rep = co_await Rebuild(g, g.lanes.at(0), s, tt);
+  const ChainReport rep = co_await Rebuild(*pc, tt);
+  Release(pc);
   if (!rep.entry_mapped) ReleaseSwapPage(idx);  // else held: see odrp.h "Not handled"
   if (rep.queue_empty) {
     *retry = rep.pages_available;
@@ -450,18 +518,24 @@ Task<Result<Chunk>> OdrpCn::AllocOnce(Group& g, bool* retry) {
 }
 
 Task<Status> OdrpCn::Free(AccessGroup& ag, const Chunk& chunk) {
-  Group* g = GroupOf(ag);
-  if (!g) co_return Status(Code::kInvalidArgument, "odrp: not an access group of this CN");
+  if (!GroupOf(ag))
+    co_return Status(Code::kInvalidArgument, "odrp: not an access group of this CN");
+  PooledChain* pc = co_await Acquire(ChainKind::kInvalidate);
+  const Status st = co_await FreeOn(*pc, chunk);
+  Release(pc);
+  co_return st;
+}
+
+Task<Status> OdrpCn::FreeOn(PooledChain& pc, const Chunk& chunk) {
   const uint64_t tt = TtAddr(chunk);
   const bool own = OwnName(tt);
   const uint64_t idx = own ? (tt - table_->tt_base) / kTtEntryBytes : 0;
-  Slot& s = SlotOf(g->lanes.at(0), ChainKind::kInvalidate);
-  const Status st = co_await s.client->Invalidate(tt, timeout_);
+  const Status st = co_await pc.client->Invalidate(tt, timeout_);
   if (st.ok()) {
     if (own) ReleaseSwapPage(idx);
     co_return Status::Ok();
   }
-  const ChainReport rep = co_await Rebuild(*g, g->lanes.at(0), s, tt);
+  const ChainReport rep = co_await Rebuild(pc, tt);
   if (own && swap_map_[idx] && !rep.entry_mapped) {
     ReleaseSwapPage(idx);  // the free took effect; only its reply was lost
     co_return Status::Ok();
@@ -492,13 +566,13 @@ Status OdrpCn::CheckIo(const Lane& lane, uint64_t offset, uint32_t length,
   return Status::Ok();
 }
 
-// A Load or Mapped Store got no reply: the lane is broken (Lane.qp to ERR)
-// until RecoverLane rebuilds its chains.
-Status OdrpCn::Refused(LaneChains& lc, const Slot& s, const Status& st, const Chunk& chunk) {
-  fabric::Qp* q = lc.lane->qp;
-  if (q->state() != QpState::kErr) q->Modify(QpState::kErr);
-  const char* what = s.kind == ChainKind::kLoad ? "read" : "write";
-  if (!s.client->timed_out()) {
+// A Load or Mapped Store got no reply (its chain is rebuilt by then): the
+// lane is broken (its state QP to ERR) until RecoverLane.
+Status OdrpCn::Refused(Lane& lane, ChainKind kind, bool timed_out, const Status& st,
+                       const Chunk& chunk) {
+  if (lane.qp->state() != QpState::kErr) lane.qp->Modify(QpState::kErr);
+  const char* what = kind == ChainKind::kLoad ? "read" : "write";
+  if (!timed_out) {
     return Status(Code::kLaneBroken, std::string("odrp: ") + what + " failed (" + st.message() +
                                          "); RecoverLane first");
   }
@@ -510,30 +584,71 @@ Status OdrpCn::Refused(LaneChains& lc, const Slot& s, const Status& st, const Ch
                     " us; the lane is broken until RecoverLane");
 }
 
-OdrpCn::LaneChains* OdrpCn::LaneOf(const Lane& lane) {
-  Group* g = lane.group ? GroupOf(*lane.group) : nullptr;
-  if (!g || lane.index >= g->lanes.size() || g->lanes[lane.index].lane != &lane) return nullptr;
-  return &g->lanes[lane.index];
-}
-
 Task<Status> OdrpCn::Access(ChainKind kind, Lane& lane, const Chunk& chunk, uint64_t offset,
                             uint32_t length, uint64_t local_addr) {
   if (Status st = CheckIo(lane, offset, length, local_addr); !st.ok()) co_return st;
-  LaneChains* lc = LaneOf(lane);
-  if (!lc) co_return Status(Code::kInvalidArgument, "odrp: not a lane of this CN");
-  if (lane.broken()) {
-    co_return Status(Code::kLaneBroken, "odrp: the lane's chains faulted; RecoverLane first");
+  if (!lane.group || !GroupOf(*lane.group)) {
+    co_return Status(Code::kInvalidArgument, "odrp: not a lane of this CN");
   }
-  Slot& s = SlotOf(*lc, kind);
+  if (lane.broken()) {
+    co_return Status(Code::kLaneBroken, "odrp: the lane's request was refused; RecoverLane first");
+  }
+  if (kind == ChainKind::kLoad) co_return co_await PipelinedLoad(lane, chunk, local_addr);
   const uint64_t tt = TtAddr(chunk);
+  PooledChain* pc = co_await Acquire(kind);
   Status st;  // (gcc 12: no co_await inside a conditional expression)
   if (kind == ChainKind::kLoad) {
-    st = co_await s.client->Load(tt, local_addr, lane.group->mr()->rkey(), timeout_);
+    st = co_await pc->client->Load(tt, local_addr, lane.group->mr()->rkey(), timeout_);
   } else {
-    st = co_await s.client->MappedStore(tt, local_addr, lane.group->lkey(), timeout_);
+    st = co_await pc->client->MappedStore(tt, local_addr, lane.group->lkey(), timeout_);
   }
-  if (st.ok()) co_return st;
-  co_return Refused(*lc, s, st, chunk);
+  if (!st.ok()) {
+    const bool timed_out = pc->client->timed_out();
+    co_await Rebuild(*pc, tt);  // the next request of any lane gets a live chain
+    st = Refused(lane, kind, timed_out, st, chunk);
+  }
+  Release(pc);
+  co_return st;
+}
+
+Task<Status> OdrpCn::PipelinedLoad(Lane& lane, const Chunk& chunk, uint64_t local_addr) {
+  const uint64_t tt = TtAddr(chunk);
+  for (int attempt = 1;; ++attempt) {
+    PooledChain* pc = co_await Acquire(ChainKind::kLoad);
+    const uint64_t gen = pc->gen;
+    ChainClient* client = pc->client.get();  // kept alive by pc->retired across a rebuild
+    const Status st = co_await client->Load(tt, local_addr, lane.group->mr()->rkey(), timeout_);
+    if (st.ok()) co_return st;
+    // The request whose deadline passed is the one the chain refused (R
+    // replies in order: every earlier request was answered); the others were
+    // flushed behind it and retry on the rebuilt chain.
+    const bool timed_out = client->timed_out();
+    const uint64_t n = client->last_request();
+    const uint64_t refused = co_await RebuildShared(*pc, gen, tt);
+    // A fault flushes every reply R had not had acknowledged, so the request
+    // whose deadline passed first need not be the refused one: the MN says
+    // which was (a live chain that timed out refused nothing: as before).
+    const bool mine = refused == Chain::kNoRequest ? timed_out : refused == n;
+    if (mine || attempt == kFlushRetries) {
+      co_return Refused(lane, ChainKind::kLoad, mine, st, chunk);
+    }
+  }
+}
+
+Task<uint64_t> OdrpCn::RebuildShared(PooledChain& pc, uint64_t gen, uint64_t tt_addr) {
+  if (pc.gen == gen && !pc.rebuilding) {
+    pc.rebuilding = true;
+    const ChainReport rep = co_await Rebuild(pc, tt_addr);
+    pc.refused = rep.refused_request;
+    ++pc.gen;
+    pc.rebuilding = false;
+    pc.rebuilt.NotifyAll();
+    pools_[static_cast<size_t>(pc.kind)].freed.NotifyAll();
+  }
+  while (pc.rebuilding) co_await pc.rebuilt.Wait();
+  // The report of the rebuild that replaced generation `gen` (a later one
+  // may have happened meanwhile only after this request's chain was gone).
+  co_return pc.gen == gen + 1 ? pc.refused : Chain::kNoRequest;
 }
 
 Task<Status> OdrpCn::Read(Lane& lane, const Chunk& chunk, uint64_t offset, uint32_t length,
@@ -551,16 +666,14 @@ Task<Status> OdrpCn::Extend(Lane&, Chunk&) {
 }
 
 Task<Status> OdrpCn::RecoverLane(Lane& lane) {
-  LaneChains* lc = LaneOf(lane);
-  if (!lc) co_return Status(Code::kInvalidArgument, "odrp: not a lane of this CN");
-  Group* g = GroupOf(*lane.group);
-  bool rebuilt = false;
-  for (Slot& s : lc->slots) {
-    if (s.client->qp()->state() != QpState::kErr && !s.chain->Faulted()) continue;
-    co_await Rebuild(*g, *lc, s, 0);
-    rebuilt = true;
+  if (!lane.group || !GroupOf(*lane.group) || lane.qp == nullptr) {
+    co_return Status(Code::kInvalidArgument, "odrp: not a lane of this CN");
   }
-  if (rebuilt) ++lane.recoveries;
+  if (!lane.broken()) co_return Status::Ok();  // its refused chain was rebuilt already
+  co_await node_->cpu().Work(cost_qp_modify_, 2);
+  lane.qp->Modify(QpState::kReset);
+  lane.qp->Modify(QpState::kInit);
+  ++lane.recoveries;
   co_return Status::Ok();
 }
 
@@ -578,6 +691,16 @@ const SystemInfo kOdrp{
       "faulted (a refusal is a fault: no reply) or is only slow (then it waits again); a "
       "policy, never on the success path",
       1, 100000000},
+     {"chains_per_kind", KnobKind::kInt, "1",
+      "chains of each kind (load, mapped store, unmapped store, invalidate) per CN, shared by "
+      "all its lanes and groups: up to that many requests of a kind in flight per CN, at most "
+      "4x that many CN-facing chain QPs on the MN; 1 is ODRP's one connection per chain kind "
+      "per CN (odrp.h \"Chains per CN\")",
+      1, 64},
+     {"load_lanes", KnobKind::kInt, "16",
+      "lanes of the CN's one Load chain: up to that many page loads in flight through it at "
+      "once, each lane 2 more offloaded MN QPs (odrp.h \"Chains per CN\")",
+      1, 16},
      {"swap_pages", KnobKind::kInt, "0",
       "swap pages per CN (entries of its translation table); 0: as many as the MN pool has "
       "pages",

@@ -15,18 +15,68 @@
 // Read = Load chain, Write = Mapped Store chain, both only whole pages (offset
 // 0, 4096 B; anything else is kUnsupported). Free = Invalidate chain.
 //
-// Lanes. A lane is a set of chains of its own (a ChainClient carries one
-// request at a time): Load and Mapped Store; lane 0 of each group also holds
-// the group's Unmapped Store (Alloc) and Invalidate (Free) chains. Lane.qp is
-// the CN end of the lane's Load chain and Lane.cq is null: never post on them.
-// Any fault of a lane's Load or Mapped Store chain moves Lane.qp to ERR, so
-// Lane::broken() tells the lane needs RecoverLane, which rebuilds every
-// faulted chain of the lane.
-// Unlike ODRP §4.4 (one connection per chain type per CN, requests pipelined
-// through it), chains here are per lane and carry one request at a time: 24
-// threads put ~289 offloading QPs on the MN (the offload penalty then slows
-// every MN WR). Pipelining them as the OneSidedMW allocation chain's lanes
-// do is open work (issue 13).
+// Chains per CN ([ODRP] §4.4: "for each type of WR chain, the CNode backend
+// has an RDMA connection to the MNode"). Load: ONE chain per CN, pipelined
+// (chains.h "Pipelining"): load_lanes = W lanes behind one CN-facing R, and
+// the CN keeps up to W loads in flight through it, shared by every lane and
+// access group of the CN (1 + 2W MN QPs). The other kinds (Mapped Store,
+// Unmapped Store, Invalidate) are still a pool per kind of chains that each
+// carry one request at a time (their re-arm lag relies on it): a request
+// takes an idle chain, runs on it and gives it back; the first chain of each
+// kind is opened with the CN's first access group, a request that finds
+// every chain of its kind busy opens another (MN CPU, control path) until
+// there are chains_per_kind, then waits for one to come back (3 MN QPs each).
+// Why chains_per_kind = 1 by default: it is ODRP's own design (one RDMA
+// connection per chain kind per CN, §4.4), and more chains made the figure
+// that matters slower, not faster. Measured (sim, swap application, `dmb_micro
+// --bench swap --system odrp --app kmeans --scale 0.001953125 --tasks 48
+// --cns 6 --local 0.5`, job time): chains_per_kind = 16: 52.8 s, 4: 28.7 s,
+// 2: 19.2 s, 1: 20.0 s (sync swap-in 14.8 us; Static-MR 6.9 s). Every extra
+// chain is one more CN-facing QP holding offloaded WRs (cx5 profile: a
+// penalty per WR per such QP), and 6 CNs x 3 kinds x 16 of them cost every
+// chain's WRs more than the extra in-flight swap-outs gain; 2 is within 5%
+// of 1. The
+// bound left at 1: a CN's Mapped Stores (swap-outs) run one at a time
+// (issue 13, open: pipelining Mapped Store as Load, chains.h "Pipelining the
+// other kinds").
+// Why load_lanes = 16 by default: a lane carries one request at a time and
+// the CN keeps W in flight, so one CN loads at most about W per load latency
+// (6.9 us at 1 thread, sim), until the one R's in-order pipe (R0's 4 KB reply
+// and R1 per request) saturates. A CN swapping at 100 Gbps / 6 (~500 k
+// pages/s) needs W >= 4; 24 application threads keep up to 24 faults in
+// flight. Measured (sim, `dmbench micro access --system odrp --op read
+// --threads 24 --ops 2000`, mean): W = 4: 49.1 us (0.49 Mops, just the swap
+// rate), 8: 25.3 us (0.95 Mops), 16: 19.1 us (1.25 Mops); 1 and 4 threads:
+// 6.88 and 7.97 us at any W. Lanes are MN-local loopback QPs, which the cx5
+// profile's offload penalty does not count (offload_counts_loopback = 0), so
+// 16 costs the data path nothing there; beyond 16 R is the bound.
+// Against the pool of up to 16 one-request Load chains per CN (each its own
+// R), the pipelined chain is SLOWER in this sim (issue 13, open): 1, 4, 24
+// threads 6.14, 6.26, 14.4 us before, 6.88, 7.97, 19.1 us now. At 1-4
+// threads the gate costs it (C_w's signaled ENABLE of R into gcq, then the
+// next C_w's WAIT on it: one completion hop per request, in series); at 24
+// threads the one R's in-order pipe does (16 Rs served replies in parallel).
+// Measured alternative (not kept): free_chain.h's way, a WAIT on lcq_w at the
+// head of R's instance instead of the gate (R: WAIT, R0, ENABLE C_w, NOP; C_w:
+// WAIT rcq, ENABLE L_w, ENABLE R, NOP): 6.01, 6.39, 21.8 us (twice the R WQEs
+// per request, and R0, a rewritten WQE, behind a WAIT rather than an
+// ENABLE, which [ODRP] footnote 1 says a real RNIC's prefetch needs). Next
+// steps: two pipelined Load chains per CN, or one R WQE per request.
+//
+// Lanes. A lane owns no chain. Lane.qp is a CN-local QP that is never
+// connected (never post on it; Lane.cq is null, Lane.mn_qpn 0): it only
+// carries the lane's state. A refused Read or Write moves it to ERR, so
+// Lane::broken() tells the lane needs RecoverLane, which resets it. The
+// pooled chain that faulted is rebuilt at once by the request that found it
+// faulted (while it still holds the chain), so no other lane ever gets a
+// faulted chain.
+//
+// Pipelined Load: a fault of one request flushes every reply R had not had
+// acknowledged, also of requests sent before it. RebuildChain reports the
+// refused request (ChainReport::refused_request, Chain::RefusedLoad); that
+// one gets kAccessDenied and breaks its lane; every other request flushed
+// by the fault retries on the rebuilt chain (at most kFlushRetries times),
+// which the first of them to notice rebuilds once (RebuildShared).
 //
 // Refusals. The chains refuse by faulting (chains.h "Faults"): an unmapped
 // entry, a tt_addr outside the CN's own TT (another CN's chunk) or an empty
@@ -36,10 +86,10 @@
 // (a loaded RNIC) and the CN waits another reply_timeout_us. A CN therefore
 // never abandons a running request, and the MN never stops a chain mid-request
 // (RebuildChain first waits until the chain faulted or is idle). A refused
-// request:
+// request (its chain is rebuilt at once):
 //   Read/Write -> kAccessDenied, lane broken until RecoverLane;
-//   Free       -> kNotOwner, the Invalidate chain is rebuilt at once;
-//   Alloc      -> see "Empty queue"; the Unmapped Store chain is rebuilt at once.
+//   Free       -> kNotOwner;
+//   Alloc      -> see "Empty queue".
 // Except the empty queue, no refused request changes MN state.
 //
 // Recovery (MN CPU, control path). OdrpMnSide::RebuildChain stops the dead
@@ -86,7 +136,13 @@
 
 namespace dmb::systems::odrp {
 
-inline constexpr uint32_t kChainSlots = 4;  // pre-posted instances per chain
+inline constexpr uint32_t kChainSlots = 4;     // pre-posted instances per one-request chain
+inline constexpr uint32_t kChainKinds = 4;     // ChainKind's values
+inline constexpr uint32_t kMaxLoadLanes = 16;  // knob load_lanes
+// Instances of a chain: 4 per lane (Load's lane ring holds 4 instances).
+inline uint32_t ChainSlots(ChainKind kind, uint32_t lanes) {
+  return kind == ChainKind::kLoad ? 4 * lanes : kChainSlots;
+}
 
 // What the MN found when it rebuilt a chain.
 struct ChainReport {
@@ -95,6 +151,9 @@ struct ChainReport {
   bool queue_empty = false;      // Unmapped Store: its dequeue found the queue empty
   bool pages_available = false;  // after the repair, the next dequeue finds a page
   bool entry_mapped = false;     // the TT entry the CN named is mapped now
+  // Load: the request the old chain refused (Chain::RefusedLoad); the
+  // others without a reply were flushed behind it.
+  uint64_t refused_request = Chain::kNoRequest;
 };
 
 struct OdrpMnCounters {
@@ -125,8 +184,8 @@ class OdrpMnSide : public MnSide {
   // The CN's TT (created once, `swap_pages` entries; later calls return it).
   Task<const CnTable*> ConnectCn(uint32_t cn_index, uint64_t swap_pages);
   // Creates a chain of `kind` for the CN, connects it to `cn_qp` (a fresh
-  // ChainClient's QP) and arms it.
-  Task<Chain*> OpenChain(uint32_t cn_index, ChainKind kind, fabric::Qp* cn_qp);
+  // ChainClient's QP) and arms it. `lanes`: Load's W (1..kMaxLoadLanes).
+  Task<Chain*> OpenChain(uint32_t cn_index, ChainKind kind, fabric::Qp* cn_qp, uint32_t lanes = 1);
   // Replaces `old` (a chain of this CN whose request got no reply) by a fresh
   // one connected to `cn_qp`, repairing the free page queue after a faulted
   // dequeue. `tt_addr` is the entry the failed request named (reported back
@@ -152,7 +211,8 @@ class OdrpMnSide : public MnSide {
     std::vector<std::unique_ptr<Chain>> chains;
   };
   CnState& StateOf(uint32_t cn_index);
-  Task<std::unique_ptr<Chain>> NewChain(const CnState& cs, ChainKind kind, fabric::Qp* cn_qp);
+  Task<std::unique_ptr<Chain>> NewChain(const CnState& cs, ChainKind kind, fabric::Qp* cn_qp,
+                                        uint32_t lanes);
   Task<void> RecoverDequeue(const Chain& old, ChainReport* rep);
   bool EntryMapped(const CnTable& t, uint64_t tt_addr) const;
   uint64_t MappedEntries(const CnTable& t) const;
@@ -189,40 +249,65 @@ class OdrpCn : public CnSide {
   Task<Status> RecoverLane(Lane& lane) override;
 
   uint64_t swap_pages_used() const { return swap_used_; }
+  // Chains this CN has of `kind` (tests: the pool stays at chains_per_kind).
+  size_t chains_of(ChainKind kind) const { return pools_[static_cast<size_t>(kind)].chains.size(); }
 
  private:
-  struct Slot {
+  // One chain of the CN's pool for a kind (see "Chains per CN").
+  struct PooledChain {
     ChainKind kind = ChainKind::kLoad;
-    uint64_t hdr = 0;  // request header buffer in the group MR
+    uint64_t hdr = 0;  // its request header buffer (hdr_mr_)
     std::unique_ptr<ChainClient> client;
     Chain* chain = nullptr;  // the MN's chain (a handle for RebuildChain)
+    bool busy = false;       // a request of this CN runs on it (one-request kinds)
+    // Pipelined (Load): shared by every request; `gen` counts rebuilds, so
+    // that the requests a fault flushed rebuild it once.
+    uint64_t gen = 0;
+    bool rebuilding = false;
+    uint64_t refused = Chain::kNoRequest;  // of the last rebuild (ChainReport)
+    WaitList rebuilt;
+    // Clients a rebuild replaced: requests flushed behind a fault may still
+    // be inside them (ChainClient::Invoke) when the chain is rebuilt.
+    std::vector<std::unique_ptr<ChainClient>> retired;
   };
-  struct LaneChains {
-    Lane* lane = nullptr;
-    std::vector<Slot> slots;  // kLoad, kMappedStore (+ kUnmappedStore, kInvalidate on lane 0)
+  struct KindPool {
+    std::vector<std::unique_ptr<PooledChain>> chains;
+    uint32_t opening = 0;  // chains being opened for this kind
+    WaitList freed;        // requests waiting for an idle chain
   };
   struct Group {
     std::unique_ptr<AccessGroup> group;
     fabric::Mr* mr = nullptr;
     uint64_t zero_page = 0;  // 4 KB of zeros: what Alloc stores
-    std::vector<LaneChains> lanes;
   };
 
   Task<void> EnsureTable();
-  Task<void> AddLane(Group* g, size_t index, uint64_t hdr_base);
-  std::unique_ptr<ChainClient> NewClient(const Group& g, ChainKind kind, uint64_t hdr) const;
+  // The header MR and the first chain of each kind (the CN's first group).
+  Task<void> EnsurePools();
+  Task<void> AddLane(Group* g, size_t index);
+  std::unique_ptr<ChainClient> NewClient(ChainKind kind, uint64_t hdr) const;
   Group* GroupOf(const AccessGroup& g);
-  Slot& SlotOf(LaneChains& lc, ChainKind kind);
-  Task<ChainReport> Rebuild(Group& g, LaneChains& lc, Slot& s, uint64_t tt_addr);
+  // An idle chain of `kind` (opening one while fewer than chains_per_kind
+  // exist, else waiting); Release gives it back.
+  Task<PooledChain*> Acquire(ChainKind kind);
+  Task<PooledChain*> OpenPooled(ChainKind kind);
+  void Release(PooledChain* pc);
+  Task<ChainReport> Rebuild(PooledChain& pc, uint64_t tt_addr);
   // The client's deadline asks the MN whether its chain still runs.
-  void WatchLiveness(Slot& s);
+  void WatchLiveness(PooledChain& pc);
   Task<Result<Chunk>> AllocOnce(Group& g, bool* retry);
-  LaneChains* LaneOf(const Lane& lane);
+  Task<Status> FreeOn(PooledChain& pc, const Chunk& chunk);
   Status CheckIo(const Lane& lane, uint64_t offset, uint32_t length, uint64_t local_addr) const;
   // Read (kLoad) or Write (kMappedStore) of one whole page.
   Task<Status> Access(ChainKind kind, Lane& lane, const Chunk& chunk, uint64_t offset,
                       uint32_t length, uint64_t local_addr);
-  Status Refused(LaneChains& lc, const Slot& s, const Status& st, const Chunk& chunk);
+  // Load on the CN's one pipelined chain: a request flushed behind another's
+  // fault retries on the rebuilt chain.
+  Task<Status> PipelinedLoad(Lane& lane, const Chunk& chunk, uint64_t local_addr);
+  // Rebuilds `pc` once per fault, whichever of its flushed requests comes first.
+  // Returns the request the old chain refused (ChainReport::refused_request).
+  Task<uint64_t> RebuildShared(PooledChain& pc, uint64_t gen, uint64_t tt_addr);
+  Status Refused(Lane& lane, ChainKind kind, bool timed_out, const Status& st, const Chunk& chunk);
   // The CN's swap pages: a bitmap of those mapped (or being mapped) in its TT.
   bool TakeSwapPage(uint64_t* index);
   void ReleaseSwapPage(uint64_t index);
@@ -236,6 +321,8 @@ class OdrpCn : public CnSide {
   fabric::Node* node_;
   fabric::Runtime* rt_;
   Ps timeout_;
+  uint32_t chains_per_kind_;  // knob chains_per_kind (all kinds but Load)
+  uint32_t load_lanes_;       // knob load_lanes
   uint64_t swap_pages_;
   fabric::Pd* pd_ = nullptr;
   const CnTable* table_ = nullptr;
@@ -244,6 +331,9 @@ class OdrpCn : public CnSide {
   uint64_t swap_hint_ = 0;
   bool saw_empty_ = false;  // the last dequeue found the MN's queue empty
   std::vector<std::unique_ptr<Group>> groups_;
+  fabric::Mr* hdr_mr_ = nullptr;   // kChainKinds x chains_per_kind_ request headers
+  fabric::Cq* lane_cq_ = nullptr;  // the lanes' state QPs' CQ (never used)
+  KindPool pools_[kChainKinds];
   fabric::CpuCost cost_qp_modify_;
 };
 

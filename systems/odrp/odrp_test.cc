@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fabric/sim/sim_cluster.h"
 #include "tests/suite_util.h"
 
 namespace dmb::suite {
@@ -353,6 +354,225 @@ TEST(Odrp, ARemoteMnIsRefusedWithAClearError) {
     EXPECT_NE(std::string(e.what()).find("remote MN is not supported"), std::string::npos)
         << e.what();
   }
+}
+
+// Issue 13: a CN's chains are shared by all its lanes and groups (odrp.h
+// "Chains per CN"). 12 lanes reading at once go through the CN's ONE
+// pipelined Load chain (load_lanes = 8 in flight), and overlap in it: 12
+// concurrent reads take far less than 12 one-at-a-time reads. The Mapped
+// Store pool grows to chains_per_kind and no further (per-lane chains
+// opened 30 chains here).
+TEST(Odrp, OnePoolOfChainsPerCnCarriesEveryLanesRequestsAtOnce) {
+  TestbedSpec spec = Spec(1, 4 << 20);
+  spec.knobs["chains_per_kind"] = "4";
+  Testbed tb(spec);
+  std::vector<AccessGroup*> gs;
+  std::vector<Chunk> chunks;
+  Ps one = 0;
+  tb.Run([](Testbed& tb, std::vector<AccessGroup*>* gs, std::vector<Chunk>* chunks,
+            Ps* one) -> Task<void> {
+    CnSide& cn = tb.cn(0);
+    for (int i = 0; i < 3; ++i) gs->push_back(co_await cn.OpenGroup(4, 4 * kPageBytes));
+    for (int i = 0; i < 12; ++i) {
+      auto r = co_await cn.Alloc(*(*gs)[i % 3]);
+      CO_ASSERT_OK(r.status);
+      chunks->push_back(r.value);
+    }
+    const Ps t0 = tb.now();
+    CO_ASSERT_OK(
+        co_await cn.Read((*gs)[0]->lane(0), (*chunks)[0], 0, kPageBytes, (*gs)[0]->buffer_addr()));
+    *one = tb.now() - t0;
+  }(tb, &gs, &chunks, &one));
+  // Round 0: every lane writes its chunk; rounds 1, 2: every lane reads it
+  // back (round 0 and 1 grow the pools; round 2 is timed).
+  Ps twelve = 0;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Task<void>> lanes;
+    for (int i = 0; i < 12; ++i) {
+      lanes.push_back(
+          [](Testbed& tb, AccessGroup* g, size_t lane, Chunk c, int i, bool write) -> Task<void> {
+            CnSide& cn = tb.cn(0);
+            const uint64_t buf = g->buffer_addr() + lane * kPageBytes;
+            if (write) {
+              Fill(cn, buf, static_cast<uint8_t>(i));
+              CO_ASSERT_OK(co_await cn.Write(g->lane(lane), c, 0, kPageBytes, buf));
+              co_return;
+            }
+            cn.node()->memory().Fill(buf, 0, kPageBytes);
+            CO_ASSERT_OK(co_await cn.Read(g->lane(lane), c, 0, kPageBytes, buf));
+            EXPECT_TRUE(Holds(cn, buf, static_cast<uint8_t>(i))) << "lane " << i;
+          }(tb, gs[i % 3], i / 3, chunks[i], i, round == 0));
+    }
+    const Ps t0 = tb.now();
+    tb.RunAll(std::move(lanes));
+    twelve = tb.now() - t0;
+  }
+  auto& cn = dynamic_cast<systems::odrp::OdrpCn&>(tb.cn(0));
+  using systems::odrp::ChainKind;
+  EXPECT_EQ(cn.chains_of(ChainKind::kLoad), 1u) << "one pipelined Load chain carries them all";
+  EXPECT_EQ(cn.chains_of(ChainKind::kMappedStore), 4u);
+  EXPECT_EQ(cn.chains_of(ChainKind::kUnmappedStore), 1u) << "Allocs ran one at a time";
+  EXPECT_LE(Mn(tb).counters().chains_opened, 16u) << "at most 4 kinds x chains_per_kind";
+  std::cout << "[ odrp ] one read " << PsToUs(one) << " us; 12 lanes' reads at once "
+            << PsToUs(twelve) << " us; chains opened " << Mn(tb).counters().chains_opened << "\n";
+  EXPECT_LT(twelve, 12 * one / 2) << "12 reads that overlapped take far less than 12 reads";
+  EXPECT_EQ(Mn(tb).counters().chains_rebuilt, 0u);
+}
+
+// A refused request on a chain of the CN's shared pool: its caller gets
+// kAccessDenied and its lane alone is broken; the lanes whose requests run
+// on the other chains of the pool at the same time, and every later request
+// of any lane (which may get the very chain that faulted), succeed with
+// their own data, and no request ever receives another CN's page.
+TEST(Odrp, ARefusedRequestOnASharedChainBreaksOnlyItsLane) {
+  TestbedSpec spec = Spec(2, 1 << 20);
+  spec.knobs["chains_per_kind"] = "2";
+  Testbed tb(spec);
+  std::vector<AccessGroup*> gs(2);
+  std::vector<Chunk> mine(3);
+  Chunk victims;
+  tb.Run([](Testbed& tb, std::vector<AccessGroup*>* gs, std::vector<Chunk>* mine,
+            Chunk* victims) -> Task<void> {
+    CnSide& a = tb.cn(0);
+    CnSide& v = tb.cn(1);
+    (*gs)[0] = co_await a.OpenGroup(3, 3 * kPageBytes);
+    (*gs)[1] = co_await v.OpenGroup(1, kPageBytes);
+    for (int i = 0; i < 3; ++i) {
+      auto r = co_await a.Alloc(*(*gs)[0]);
+      CO_ASSERT_OK(r.status);
+      (*mine)[i] = r.value;
+      Fill(a, (*gs)[0]->buffer_addr(), static_cast<uint8_t>(10 + i));
+      CO_ASSERT_OK(
+          co_await a.Write((*gs)[0]->lane(0), r.value, 0, kPageBytes, (*gs)[0]->buffer_addr()));
+    }
+    auto r = co_await v.Alloc(*(*gs)[1]);
+    CO_ASSERT_OK(r.status);
+    *victims = r.value;
+    Fill(v, (*gs)[1]->buffer_addr(), 99);
+    CO_ASSERT_OK(
+        co_await v.Write((*gs)[1]->lane(0), r.value, 0, kPageBytes, (*gs)[1]->buffer_addr()));
+  }(tb, &gs, &mine, &victims));
+  AccessGroup* g = gs[0];
+  std::vector<Status> got(3);
+  std::vector<Task<void>> reads;
+  for (size_t l = 0; l < 3; ++l) {
+    // Lane 1 names the victim's chunk (another CN's table); 0 and 2 their own.
+    const Chunk c = l == 1 ? victims : mine[l];
+    reads.push_back([](Testbed& tb, AccessGroup* g, size_t l, Chunk c, Status* st) -> Task<void> {
+      CnSide& a = tb.cn(0);
+      const uint64_t buf = g->buffer_addr() + l * kPageBytes;
+      for (int k = 0; k < 6 && st->ok(); ++k) {
+        a.node()->memory().Fill(buf, 0, kPageBytes);
+        *st = co_await a.Read(g->lane(l), c, 0, kPageBytes, buf);
+        if (st->ok()) EXPECT_TRUE(Holds(a, buf, static_cast<uint8_t>(10 + l))) << "lane " << l;
+      }
+    }(tb, g, l, c, &got[l]));
+  }
+  tb.RunAll(std::move(reads));
+  EXPECT_EQ(got[1].code(), Code::kAccessDenied) << got[1].ToString();
+  EXPECT_FALSE(Holds(tb.cn(0), g->buffer_addr() + kPageBytes, 99)) << "the victim's page leaked";
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_TRUE(got[2].ok()) << got[2].ToString();
+  EXPECT_TRUE(g->lane(1).broken());
+  EXPECT_FALSE(g->lane(0).broken());
+  EXPECT_FALSE(g->lane(2).broken());
+  EXPECT_EQ(Mn(tb).counters().chains_rebuilt, 1u);
+  // Every lane, the refused one after RecoverLane, reads through the pool
+  // again (each chain of it at least once: the rebuilt one too).
+  tb.Run([](Testbed& tb, AccessGroup* g, std::vector<Chunk> mine) -> Task<void> {
+    CnSide& a = tb.cn(0);
+    Status early = co_await a.Read(g->lane(1), mine[1], 0, kPageBytes, g->buffer_addr());
+    EXPECT_EQ(early.code(), Code::kLaneBroken) << "broken until RecoverLane";
+    CO_ASSERT_OK(co_await a.RecoverLane(g->lane(1)));
+    EXPECT_EQ(g->lane(1).recoveries, 1u);
+    for (int k = 0; k < 6; ++k) {
+      const size_t l = static_cast<size_t>(k % 3);
+      a.node()->memory().Fill(g->buffer_addr(), 0, kPageBytes);
+      CO_ASSERT_OK(co_await a.Read(g->lane(l), mine[l], 0, kPageBytes, g->buffer_addr()));
+      EXPECT_TRUE(Holds(a, g->buffer_addr(), static_cast<uint8_t>(10 + l)));
+    }
+  }(tb, g, mine));
+  auto& cn = dynamic_cast<systems::odrp::OdrpCn&>(tb.cn(0));
+  EXPECT_EQ(cn.chains_of(systems::odrp::ChainKind::kLoad), 1u) << "one pipelined chain";
+}
+
+// Issue 13: 24 threads (one group of one lane each, as `dmbench micro
+// access --threads 24`) reading at once go through ONE Load chain: 1 + 2W
+// MN QPs for Load, where the pool of one-request chains opened up to 16
+// (48 QPs); the MN's QP count is printed for the record.
+TEST(Odrp, TwentyFourThreadsReadThroughOneLoadChain) {
+  Testbed tb(Spec(1, 8 << 20));
+  std::vector<AccessGroup*> gs(24);
+  std::vector<Chunk> chunks(24);
+  tb.Run([](Testbed& tb, std::vector<AccessGroup*>* gs, std::vector<Chunk>* chunks) -> Task<void> {
+    CnSide& cn = tb.cn(0);
+    for (size_t i = 0; i < 24; ++i) {
+      (*gs)[i] = co_await cn.OpenGroup(1, kPageBytes);
+      auto r = co_await cn.Alloc(*(*gs)[i]);
+      CO_ASSERT_OK(r.status);
+      (*chunks)[i] = r.value;
+      Fill(cn, (*gs)[i]->buffer_addr(), static_cast<uint8_t>(i + 1));
+      CO_ASSERT_OK(
+          co_await cn.Write((*gs)[i]->lane(0), r.value, 0, kPageBytes, (*gs)[i]->buffer_addr()));
+    }
+  }(tb, &gs, &chunks));
+  std::vector<Task<void>> reads;
+  for (size_t i = 0; i < 24; ++i) {
+    reads.push_back([](Testbed& tb, AccessGroup* g, Chunk c, size_t i) -> Task<void> {
+      CnSide& cn = tb.cn(0);
+      for (int k = 0; k < 4; ++k) {
+        cn.node()->memory().Fill(g->buffer_addr(), 0, kPageBytes);
+        CO_ASSERT_OK(co_await cn.Read(g->lane(0), c, 0, kPageBytes, g->buffer_addr()));
+        EXPECT_TRUE(Holds(cn, g->buffer_addr(), static_cast<uint8_t>(i + 1))) << "thread " << i;
+      }
+    }(tb, gs[i], chunks[i], i));
+  }
+  tb.RunAll(std::move(reads));
+  auto& cn = dynamic_cast<systems::odrp::OdrpCn&>(tb.cn(0));
+  EXPECT_EQ(cn.chains_of(systems::odrp::ChainKind::kLoad), 1u);
+  EXPECT_EQ(Mn(tb).counters().chains_rebuilt, 0u);
+  auto* mn = dynamic_cast<sim::SimNode*>(Mn(tb).node());
+  ASSERT_NE(mn, nullptr);
+  std::cout << "[ odrp ] 24 threads: MN QPs holding offloaded WRs " << mn->offload_qps_all()
+            << " (CN-facing " << mn->offload_qps_cn_facing() << "), chains opened "
+            << Mn(tb).counters().chains_opened << "\n";
+}
+
+// chains_per_kind defaults to 1 (odrp.h "Chains per CN": ODRP §4.4's one
+// connection per chain kind per CN): 8 threads writing at once share ONE
+// Mapped Store chain, which carries their stores one after another, each
+// landing in its own page.
+TEST(Odrp, ByDefaultEightThreadsWriteThroughOneMappedStoreChain) {
+  Testbed tb(Spec(1, 4 << 20));
+  std::vector<AccessGroup*> gs(8);
+  std::vector<Chunk> chunks(8);
+  tb.Run([](Testbed& tb, std::vector<AccessGroup*>* gs, std::vector<Chunk>* chunks) -> Task<void> {
+    CnSide& cn = tb.cn(0);
+    for (size_t i = 0; i < 8; ++i) {
+      (*gs)[i] = co_await cn.OpenGroup(1, kPageBytes);
+      auto r = co_await cn.Alloc(*(*gs)[i]);
+      CO_ASSERT_OK(r.status);
+      (*chunks)[i] = r.value;
+    }
+  }(tb, &gs, &chunks));
+  std::vector<Task<void>> writes;
+  for (size_t i = 0; i < 8; ++i) {
+    writes.push_back([](Testbed& tb, AccessGroup* g, Chunk c, size_t i) -> Task<void> {
+      CnSide& cn = tb.cn(0);
+      Fill(cn, g->buffer_addr(), static_cast<uint8_t>(i + 1));
+      CO_ASSERT_OK(co_await cn.Write(g->lane(0), c, 0, kPageBytes, g->buffer_addr()));
+      cn.node()->memory().Fill(g->buffer_addr(), 0, kPageBytes);
+      CO_ASSERT_OK(co_await cn.Read(g->lane(0), c, 0, kPageBytes, g->buffer_addr()));
+      EXPECT_TRUE(Holds(cn, g->buffer_addr(), static_cast<uint8_t>(i + 1))) << "thread " << i;
+    }(tb, gs[i], chunks[i], i));
+  }
+  tb.RunAll(std::move(writes));
+  auto& cn = dynamic_cast<systems::odrp::OdrpCn&>(tb.cn(0));
+  using systems::odrp::ChainKind;
+  for (ChainKind k : {ChainKind::kLoad, ChainKind::kMappedStore, ChainKind::kUnmappedStore}) {
+    EXPECT_EQ(cn.chains_of(k), 1u) << systems::odrp::ChainKindName(k);
+  }
+  EXPECT_EQ(Mn(tb).counters().chains_rebuilt, 0u);
 }
 
 }  // namespace
