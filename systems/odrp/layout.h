@@ -1,4 +1,4 @@
-// ODRP's metadata in MN memory. [ODRP] = /work/shared/papers/odrp.txt, §4.1
+// ODRP's metadata in MN memory. [ODRP] (docs/references.md) §4.1
 // (free page queue, per-CN translation table), §4.2 (masked FAA, EndianSwap).
 //
 // Endianness (fabric/wqe_layout.h): everything a WR chain copies into a WQE

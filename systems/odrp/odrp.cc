@@ -58,7 +58,7 @@ OdrpMnSide::OdrpMnSide(const Deployment& d, const Knobs&) : deployment_(d), node
 OdrpMnSide::~OdrpMnSide() = default;
 
 Task<void> OdrpMnSide::Start() {
-  fabric::RequireCaps(*node_, {"cross_channel", "masked_atomics", "atomics"}, "odrp");
+  fabric::RequireCaps(*node_, kNeeds, "odrp");
   const uint64_t pages = deployment_.pool_bytes / kPageBytes;
   if (pages == 0) {
     throw ConfigError("odrp: the " + FormatSize(deployment_.pool_bytes) +
@@ -707,6 +707,9 @@ const SystemInfo kOdrp{
       0, 1ll << 32}},
     [](const Deployment& d, const Knobs& k) -> std::unique_ptr<MemoryManager> {
       return std::make_unique<BasicManager<odrp::OdrpMnSide, odrp::OdrpCn>>("odrp", d, k);
-    }};
+    },
+    {},
+    {},
+    [](const Knobs&) { return odrp::kNeeds; }};
 
 }  // namespace dmb::systems

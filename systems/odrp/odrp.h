@@ -1,4 +1,4 @@
-// odrp: ODRP ([ODRP] = ../shared/papers/odrp.txt) as a MemoryManager. The WR
+// odrp: ODRP ([ODRP], docs/references.md) as a MemoryManager. The WR
 // chains, their layout and their fault behaviour are in chains.h; this file is
 // how a CN's chunks, lanes and faults map onto them.
 //
@@ -135,6 +135,9 @@
 #include "systems/odrp/chains.h"
 
 namespace dmb::systems::odrp {
+
+// The chains' cross-channel WRs and the masked FAAs on the free page queue.
+inline const std::vector<std::string> kNeeds = {"cross_channel", "masked_atomics", "atomics"};
 
 inline constexpr uint32_t kChainSlots = 4;     // pre-posted instances per one-request chain
 inline constexpr uint32_t kChainKinds = 4;     // ChainKind's values
