@@ -464,7 +464,9 @@ TEST(Odrp, ARefusedRequestOnASharedChainBreaksOnlyItsLane) {
       for (int k = 0; k < 6 && st->ok(); ++k) {
         a.node()->memory().Fill(buf, 0, kPageBytes);
         *st = co_await a.Read(g->lane(l), c, 0, kPageBytes, buf);
-        if (st->ok()) EXPECT_TRUE(Holds(a, buf, static_cast<uint8_t>(10 + l))) << "lane " << l;
+        if (st->ok()) {
+          EXPECT_TRUE(Holds(a, buf, static_cast<uint8_t>(10 + l))) << "lane " << l;
+        }
       }
     }(tb, g, l, c, &got[l]));
   }
