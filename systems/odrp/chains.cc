@@ -614,6 +614,37 @@ void Chain::BuildInvalidate(uint32_t s, std::vector<SendWr>* l, std::vector<Send
                  {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
 }
 
+void Chain::BuildInstance(uint32_t s, std::vector<SendWr> (&wr)[3], RecvWr* rr) const {
+  rr->wr_id = s;
+  switch (geo_.kind) {
+    case ChainKind::kLoad:
+      BuildLoad(s, &wr[kL], &wr[kR], &wr[kC], rr);
+      break;
+    case ChainKind::kUnmappedStore:
+      BuildStore(s, &wr[kL], &wr[kR], &wr[kC], rr);
+      break;
+    case ChainKind::kMappedStore:
+      BuildMappedStore(s, &wr[kL], &wr[kR], &wr[kC], rr);
+      break;
+    case ChainKind::kInvalidate:
+      BuildInvalidate(s, &wr[kL], &wr[kR], &wr[kC], rr);
+      break;
+  }
+  // Lap-0 values of this instance, from the same function the CN uses.
+  const std::vector<Target> targets = RearmTargets(geo_.kind);
+  const std::vector<uint64_t> v = RearmValues(geo_.kind, s, geo_.lanes);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    SendWr& w = wr[targets[i].role].at(targets[i].wqe);
+    if (w.opcode == Opcode::kWait) {
+      w.wait_count = v[i];
+    } else if (w.opcode == Opcode::kSendEnable) {
+      w.enable_index = v[i];
+    } else {
+      throw std::logic_error("odrp chain: re-arm target is neither WAIT nor ENABLE");
+    }
+  }
+}
+
 Task<void> Chain::Arm() {
   if (armed_) throw std::logic_error("odrp chain: armed twice");
   if (r_->state() != QpState::kRts) {
@@ -624,33 +655,7 @@ Task<void> Chain::Arm() {
   for (uint32_t s = 0; s < geo_.slots; ++s) {
     std::vector<SendWr> wr[3];
     RecvWr rr;
-    rr.wr_id = s;
-    switch (geo_.kind) {
-      case ChainKind::kLoad:
-        BuildLoad(s, &wr[kL], &wr[kR], &wr[kC], &rr);
-        break;
-      case ChainKind::kUnmappedStore:
-        BuildStore(s, &wr[kL], &wr[kR], &wr[kC], &rr);
-        break;
-      case ChainKind::kMappedStore:
-        BuildMappedStore(s, &wr[kL], &wr[kR], &wr[kC], &rr);
-        break;
-      case ChainKind::kInvalidate:
-        BuildInvalidate(s, &wr[kL], &wr[kR], &wr[kC], &rr);
-        break;
-    }
-    // Lap-0 values of this instance, from the same function the CN uses.
-    const std::vector<uint64_t> v = RearmValues(geo_.kind, s, geo_.lanes);
-    for (size_t i = 0; i < targets.size(); ++i) {
-      SendWr& w = wr[targets[i].role].at(targets[i].wqe);
-      if (w.opcode == Opcode::kWait) {
-        w.wait_count = v[i];
-      } else if (w.opcode == Opcode::kSendEnable) {
-        w.enable_index = v[i];
-      } else {
-        throw std::logic_error("odrp chain: re-arm target is neither WAIT nor ENABLE");
-      }
-    }
+    BuildInstance(s, wr, &rr);
     // The RECV of slot s: arguments for instance s, then the re-arm values
     // for instance s - 2, the doorbell record, and (stores) the page.
     const uint32_t p = static_cast<uint32_t>((s + geo_.slots - geo_.rearm_lag()) % geo_.slots);

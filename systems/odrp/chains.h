@@ -543,6 +543,9 @@ class Chain {
                         std::vector<fabric::SendWr>* c, fabric::RecvWr* rr) const;
   void BuildInvalidate(uint32_t s, std::vector<fabric::SendWr>* l, std::vector<fabric::SendWr>* r,
                        std::vector<fabric::SendWr>* c, fabric::RecvWr* rr) const;
+  // Instance s of this chain's kind, its lap-0 WAIT counts and ENABLE
+  // indices set (the values a CN sends for later laps), by role.
+  void BuildInstance(uint32_t s, std::vector<fabric::SendWr> (&wr)[3], fabric::RecvWr* rr) const;
   // The R half every non-Load kind shares (R0 notification, R1, R2, R3).
   void BuildNotify(uint32_t s, std::vector<fabric::SendWr>* r) const;
   uint64_t faa_addr(uint32_t s) const { return scratch_ + 8ull * s; }
