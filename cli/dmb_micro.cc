@@ -25,6 +25,7 @@
 
 #include "apps/kvstore/kv_workload.h"
 #include "apps/swap/swap_run.h"
+#include "apps/swap/trace_cache.h"
 #include "fabric/sim/profile.h"
 #include "microbench/access_bench.h"
 #include "microbench/alloc_bench.h"
@@ -651,16 +652,10 @@ void ScaleCoarseGranularity(TestbedSpec* bed, double scale) {
   it->second = systems::FormatSize(scaled);
 }
 
-std::string DefaultTraceDir() {
-  if (const char* d = std::getenv("DMB_TRACE_DIR"); d && *d) return d;
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/dmbench/traces";
-}
-
 Report RunSwapBench(const Args& a) {
   apps::swap::SwapRunSpec spec = a.swap;
   spec.seed = a.seed;
-  if (spec.trace_dir.empty()) spec.trace_dir = DefaultTraceDir();
+  if (spec.trace_dir.empty()) spec.trace_dir = apps::swap::DefaultTraceDir();
   TestbedSpec bed = BedSpec(a);
   ScaleCoarseGranularity(&bed, spec.scale);
   const uint64_t area = static_cast<uint64_t>(spec.swap_gb * spec.scale * (1ull << 30));

@@ -483,12 +483,6 @@ double ParseScale(const std::string& v) {
   return d;
 }
 
-std::string TraceDir() {
-  if (const char* d = std::getenv("DMB_TRACE_DIR"); d && *d) return d;
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/dmbench/traces";
-}
-
 void SetupAppCost(CLI::App& app, int* rc) {
   struct Args {
     std::vector<std::string> apps;
@@ -512,7 +506,7 @@ void SetupAppCost(CLI::App& app, int* rc) {
       ->capture_default_str();
   cmd->callback([a, rc] {
     const double scale = ParseScale(a->scale);
-    dmb::apps::swap::TraceCache cache(TraceDir());
+    dmb::apps::swap::TraceCache cache(dmb::apps::swap::DefaultTraceDir());
     std::vector<std::string> apps = a->apps.empty() ? dmb::apps::swap::WorkloadNames() : a->apps;
     fmt::print("{:<11} {:>12} {:>13} {:>9} {:>11} {:>11}\n", "workload", "scale", "pages_touched",
                "cpu_s", "input_cpu_s", "us_per_page");

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -56,6 +57,12 @@ Trace TraceCache::GetOrRecord(const TraceKey& key, const std::function<Trace()>&
   t = record();
   Store(key, t);
   return t;
+}
+
+std::string DefaultTraceDir() {
+  if (const char* d = std::getenv("DMB_TRACE_DIR"); d && *d) return d;
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/dmbench/traces";
 }
 
 }  // namespace dmb::apps::swap

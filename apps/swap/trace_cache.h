@@ -25,6 +25,10 @@ struct TraceKey {
   std::string KeyLine() const;
 };
 
+// Where the tools keep traces: $DMB_TRACE_DIR, else ~/.cache/dmbench/traces
+// (/tmp/.cache/... without a HOME).
+std::string DefaultTraceDir();
+
 class TraceCache {
  public:
   explicit TraceCache(std::filesystem::path dir);
