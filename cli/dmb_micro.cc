@@ -669,9 +669,15 @@ Report RunSwapBench(const Args& a) {
   Testbed tb(bed);
   const apps::swap::SwapRunResult r = apps::swap::RunSwap(tb, spec);
   if (r.stamp_mismatches > 0) {
+    // A failed swap-out (its segment's allocation failed) loses that copy, so
+    // the failure, not the corruption it leads to, is the cause to name.
+    const std::string cause = r.failures == 0
+                                  ? ""
+                                  : "; " + std::to_string(r.failures) +
+                                        " swap operations failed before, first: " + r.first_failure;
     throw std::runtime_error(
         std::to_string(r.stamp_mismatches) +
-        " swapped-in pages did not hold what was swapped out; first: " + r.first_mismatch);
+        " swapped-in pages did not hold what was swapped out; first: " + r.first_mismatch + cause);
   }
   if (r.failures > 0) {
     std::fprintf(stderr, "dmb_micro: warning: %lu failed swap operations, first: %s\n",

@@ -566,12 +566,20 @@ bool FineMemCn::MayFit(uint64_t span) const {
 
 // First fit from the cursor section: a partial span, else an empty one, in the
 // first section that has either; a contended span only when nothing else fits.
-Task<Status> FineMemCn::PickSpan(Lane& lane, std::optional<uint64_t>* out) {
+// Section hints are optimistic (a CN's WRITE of a whole hint word can carry
+// its stale view of the other spans), so a hint may call a span full that is
+// not. An `exhaustive` search therefore reads each section's span headers
+// instead of its hint: out of memory is reported only when the headers, the
+// commit points, say every chunk is taken.
+Task<Status> FineMemCn::PickSpan(Lane& lane, bool exhaustive, std::optional<uint64_t>* out) {
   const uint64_t sections = Layout().sections;
   std::optional<uint64_t> contended;
   for (uint64_t k = 0; k < sections; ++k) {
     const uint64_t s = (cursor_ + k) % sections;
-    if (!hint_known_[s]) {
+    if (exhaustive && !span_known_[s * kSpansPerSection]) {
+      Status st = co_await LoadSpans(lane, s);
+      if (!st.ok()) co_return st;
+    } else if (!hint_known_[s]) {
       Status st = co_await LoadHints(lane, s);
       if (!st.ok()) co_return st;
     }
@@ -692,13 +700,13 @@ Task<Result<Chunk>> FineMemCn::Alloc(AccessGroup& g) {
   bool refreshed = false;
   for (;;) {
     std::optional<uint64_t> span;
-    Status st = co_await PickSpan(lane, &span);
+    Status st = co_await PickSpan(lane, /*exhaustive=*/refreshed, &span);
     if (!st.ok()) {
       out.status = st;
       co_return out;
     }
     if (!span) {
-      if (!refreshed) {  // the cache may only think everything is full
+      if (!refreshed) {  // the cache or the hints may only think everything is full
         InvalidateCache();
         refreshed = true;
         continue;

@@ -25,7 +25,10 @@
 //    if the span's state changed (unsignaled), READ the chunk's
 //    capability+redo entry (main rkey), CAS the redo entry to the committed
 //    record. A failed CAS returns the current header, which refreshes the
-//    cache; the failures count towards contention control.
+//    cache; the failures count towards contention control. When the cache
+//    finds nothing, it is dropped and the search runs once more reading span
+//    headers, not hints (a hint can call a span full that is not): out of
+//    memory means the commit points say so.
 //  - Free: READ capability+redo (the redo entry must say "allocated by this
 //    CN", else kNotOwner and nothing changes), CAS the capability
 //    (M,B)->(B,0) (the chunk's next owner gets B; M dies at the next scan),
@@ -197,7 +200,7 @@ class FineMemCn : public CnBase {
   Task<Status> LoadSpans(Lane& lane, uint64_t section);
   finemem::SpanState Effective(uint64_t span) const;
   bool MayFit(uint64_t span) const;
-  Task<Status> PickSpan(Lane& lane, std::optional<uint64_t>* span);
+  Task<Status> PickSpan(Lane& lane, bool exhaustive, std::optional<uint64_t>* span);
   Task<Status> ClaimInSpan(Lane& lane, uint64_t span, uint32_t* failures, Claim* claim);
   Task<Status> EnsureLogFlushed(Lane& lane, uint64_t span, uint64_t header, bool* changed);
   Task<Result<Chunk>> FinishAlloc(Lane& lane, const Claim& claim);

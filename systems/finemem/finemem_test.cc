@@ -215,6 +215,43 @@ TEST(FineMem, ManyThreadsOnOneSpanNeverDoubleAllocate) {
   EXPECT_GT(marks, 0u);
 }
 
+// Section hints are optimistic: a CN WRITEs the whole hint word with its own,
+// possibly stale, view of the section's other spans. Here the hint says every
+// span is full while one chunk is free (what such a WRITE can leave); a CN
+// with no cache must still find that chunk, not report out of memory. (Found
+// by figure-8's FineMem 64 KB Kmeans point: 8 free chunks hidden behind
+// stale hints made an allocation fail, and the pager lost that swap-out.)
+TEST(FineMem, AStaleFullHintNeverHidesAFreeChunk) {
+  Testbed tb(Spec("4KB", 2, 256 << 10));  // 64 chunks: two spans of one section
+  std::vector<Chunk> held;
+  tb.Run([](Testbed& tb, std::vector<Chunk>* held) -> Task<void> {
+    AccessGroup* g0 = co_await tb.cn(0).OpenGroup(1, 1 << 16);
+    for (;;) {
+      auto r = co_await tb.cn(0).Alloc(*g0);
+      if (!r.ok()) break;
+      held->push_back(r.value);
+    }
+    CO_ASSERT_OK(co_await tb.cn(0).Free(*g0, (*held)[40]));
+  }(tb, &held));
+  ASSERT_EQ(held.size(), 64u);
+  ASSERT_EQ(InUse(tb), 63u);
+  const auto& l = FmMn(tb).layout();
+  uint64_t all_full = 0;
+  for (uint32_t j = 0; j < systems::finemem::kSpansPerSection; ++j) {
+    all_full = WithHint(all_full, j, kSpanFull);
+  }
+  tb.mm().mn().node()->memory().StoreU64(l.SectionAddr(0), all_full);
+  tb.Run([](Testbed& tb, uint64_t freed) -> Task<void> {
+    AccessGroup* g1 = co_await tb.cn(1).OpenGroup(1, 1 << 16);
+    auto r = co_await tb.cn(1).Alloc(*g1);
+    CO_ASSERT_OK(r.status);
+    EXPECT_EQ(r.value.id, freed);
+    auto none = co_await tb.cn(1).Alloc(*g1);
+    EXPECT_EQ(none.status.code(), Code::kOutOfMemory) << none.status.ToString();
+  }(tb, held[40].id));
+  EXPECT_EQ(InUse(tb), 64u);
+}
+
 // The former owner's exact key works until the next scan, then is refused;
 // the new owner's key survives the scan.
 TEST(FineMem, StaleRkeyWindowClosesAtTheNextRegenerationScan) {
