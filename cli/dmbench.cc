@@ -41,7 +41,7 @@ int Calibrate(const std::string& profile_name, bool json, uint64_t seed) {
     fmt::print(stderr,
                "running {} primitive microbenchmarks on the simulated cluster "
                "(profile {}, seed {})...\n",
-               9, profile.name, seed);
+               dmb::microbench::kCalibrationPrimitives, profile.name, seed);
   }
   uint64_t trace_hash = 0;
   const auto results = dmb::microbench::RunCalibration(profile, seed, &trace_hash);

@@ -23,6 +23,7 @@ struct PrimitiveResult {
 };
 
 // Runs every calibration primitive on a fresh cluster per primitive.
+inline constexpr int kCalibrationPrimitives = 10;
 // `trace_hash` (optional) receives the hash of the throughput run's trace.
 std::vector<PrimitiveResult> RunCalibration(const sim::Profile& profile, uint64_t seed = 1,
                                             uint64_t* trace_hash = nullptr);

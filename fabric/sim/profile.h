@@ -54,6 +54,10 @@ struct Profile {
   // What the penalty costs: 1 = processing-unit time on every WR (a
   // throughput effect), 0 = latency only (the PU is free after nic_wr_proc_ns).
   double offload_occupies_pu;
+  // A gate opening: a SEND_ENABLE, or the CQE that releases a stalled WAIT
+  // (seen when the RNIC generates it), until the gated QP can start its next
+  // WQE, fetched anew (a self-modifying chain's WQEs are read after the gate).
+  double gate_fetch_ns;
   double cqe_notify_ns;     // CQE in host memory -> polling CPU sees it
   double retry_timeout_us;  // ack timeout x (retry_cnt + 1): peer gone
   double rnr_delay_us;      // RNR NAK back-off before a SEND is retried

@@ -235,7 +235,7 @@ WcStatus Rnic::DoEnable(SimQp* qp, const DecodedSendWqe& w) {
     if (!target->attr_.manage_send) return WcStatus::kLocQpOpErr;
     if (w.operand0 > target->sq_enabled_) {
       target->sq_enabled_ = w.operand0;
-      target->refetch_at_ = std::max(target->refetch_at_, now + tm.PcieRead(target->sq_stride_));
+      target->refetch_at_ = std::max(target->refetch_at_, now + tm.gate_fetch);
       Kick(target);
     }
   } else {
@@ -296,8 +296,10 @@ void Rnic::StartNext(SimQp* qp) {
       cl->FreeOp(op);
       return;
     } else if (qp->waited_) {
-      qp->waited_ = false;  // the WQEs after a stalled WAIT are fetched again
-      qp->refetch_at_ = std::max(qp->refetch_at_, now + tm.PcieRead(qp->sq_stride_));
+      // The WQEs after a stalled WAIT are fetched again, from the moment the
+      // RNIC saw the CQE that released it.
+      qp->waited_ = false;
+      qp->refetch_at_ = std::max(qp->refetch_at_, qp->wait_seen_at_ + tm.gate_fetch);
     }
   }
   const bool rd_atomic = IsRdAtomic(w.opcode);
@@ -683,9 +685,10 @@ void Rnic::Unblock(SimQp* qp) {
   Kick(qp);
 }
 
-void Rnic::ReleaseWait(SimQp* qp) {
+void Rnic::ReleaseWait(SimQp* qp, Ps seen_at) {
   if (qp->block_ != SimQp::Block::kWait || qp->state_ != QpState::kRts) return;
   qp->waited_ = true;
+  qp->wait_seen_at_ = seen_at;
   Unblock(qp);
 }
 

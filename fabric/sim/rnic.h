@@ -19,7 +19,9 @@ class Rnic {
   // Flushes WQEs posted while the QP is in ERR.
   static void FlushUnstarted(SimQp* qp);
   // Called by a CQ when the count a blocked WAIT needs is reached.
-  static void ReleaseWait(SimQp* qp);
+  // A WAIT blocked on a CQ is released by a CQE that the RNIC generated at
+  // `seen_at` (it lands in host memory later; the CQ's counter is RNIC state).
+  static void ReleaseWait(SimQp* qp, Ps seen_at);
 
  private:
   static void OnQpStart(void* ctx, uint64_t arg);

@@ -28,6 +28,7 @@ Timing::Timing(const Profile& p)
       offload_penalty_per_qp(NsToPs(p.offload_penalty_ns_per_qp)),
       offload_counts_loopback(p.offload_counts_loopback != 0),
       offload_occupies_pu(p.offload_occupies_pu != 0),
+      gate_fetch(NsToPs(p.gate_fetch_ns)),
       cqe_notify(NsToPs(p.cqe_notify_ns)),
       retry_timeout(UsToPs(p.retry_timeout_us)),
       rnr_delay(UsToPs(p.rnr_delay_us)) {
@@ -96,7 +97,9 @@ void SimCq::Deliver(const fabric::WorkCompletion& wc) {
         SimQp* qp = waiting_qps_[i].first;
         waiting_qps_[i] = waiting_qps_.back();
         waiting_qps_.pop_back();
-        Rnic::ReleaseWait(qp);
+        // Every CQE reaches host memory over PCIe; the RNIC, which counts
+        // the CQ, saw it one PCIe hop before it landed (now).
+        Rnic::ReleaseWait(qp, sim.now() - node_->cluster()->timing().pcie_oneway);
       } else {
         ++i;
       }

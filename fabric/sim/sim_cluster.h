@@ -54,6 +54,7 @@ struct Timing {
   Ps offload_penalty_per_qp;
   bool offload_counts_loopback;
   bool offload_occupies_pu;
+  Ps gate_fetch;
   Ps cqe_notify;
   Ps retry_timeout;
   Ps rnr_delay;
@@ -246,6 +247,7 @@ class SimQp : public fabric::Qp {
   bool start_pending_ = false;
   Block block_ = Block::kNone;
   bool waited_ = false;  // a WAIT stalled: fetch the next WQE again
+  Ps wait_seen_at_ = 0;  // when the RNIC saw the CQE that released it
   uint32_t outstanding_rd_atomic_ = 0;
   Op* fifo_head_ = nullptr;  // started, not yet retired
   Op* fifo_tail_ = nullptr;
