@@ -46,7 +46,7 @@
 //     finds the 0 T left; an unmapped entry: R0 finds the 0 L1 read). R's
 //     ERR flushes every R0 the CN had not acknowledged yet, also those of
 //     EARLIER requests, so the first deadline to pass need not be the
-//     refused request's: the MN CPU names it (RefusedLoad: the R0 R started
+//     refused request's: the MN CPU names it (RefusedRequest: the R0 R started
 //     last), and the CN retries the others on the rebuilt chain (odrp.h
 //     "Refusals"). After a fault, a lane whose C_w still had an instance
 //     enabled runs it once (flush completions pass its WAITs): an L1 on the
@@ -119,7 +119,7 @@
 //   C5..C7 NOP (padding: C_w's instance is 8 WQEs)
 //   R0  WRITE_WITH_IMM 4 KB from the page (lkey pool) to the CN's buffer,
 //       imm = seq: the data and the notification in one WR. Signaled
-//       (rscq: Idle, RefusedLoad). An unmapped entry (0), or the 0 T left
+//       (rscq: Idle, RefusedRequest). An unmapped entry (0), or the 0 T left
 //       when L1 did not run, gives a null local address: LOC_PROT_ERR, R
 //       goes to ERR, the CN gets nothing ([ODRP] §4.5.2 (3)).
 //   R1  SEND_ENABLE C_w -> 8(j+2)            (the lane's next instance)
@@ -429,17 +429,22 @@ const char* ChainKindName(ChainKind k);
 struct ChainGeometry {
   ChainKind kind = ChainKind::kLoad;
   uint32_t slots = 4;  // pre-posted instances (all lanes): a power of two, >= 4 x lanes
-  // Load only: W lanes (L_w, C_w) behind one R; request n runs on lane
-  // n mod W, and the CN keeps up to W requests in flight. Other kinds: 1.
+  // Pipelined kinds (Load, Mapped Store): W lanes (L_w, C_w) behind one R;
+  // request n runs on lane n mod W, and the CN keeps up to W requests in
+  // flight. Other kinds: 1.
   uint32_t lanes = 1;
   uint32_t l_wrs = 0;  // WQEs per instance on L (L_w), R, C (C_w)
   uint32_t r_wrs = 0;
   uint32_t c_wrs = 0;
   static ChainGeometry For(ChainKind kind, uint32_t slots, uint32_t lanes = 1);
   // Request n re-arms instance n - lag: 2 for the one-request kinds, W + 1
-  // for Load (request n is sent once reply n - W arrived, and R's tail of
-  // n - W may not have run by then; that of n - W - 1 has).
-  uint64_t rearm_lag() const { return kind == ChainKind::kLoad ? uint64_t{lanes} + 1 : 2; }
+  // for the pipelined ones (request n is sent once reply n - W arrived, and
+  // R's tail of n - W may not have run by then; that of n - W - 1 has).
+  uint64_t rearm_lag() const { return Pipelined(kind) ? uint64_t{lanes} + 1 : 2; }
+  // Load and Mapped Store: lanes behind one R ("Pipelining").
+  static bool Pipelined(ChainKind k) {
+    return k == ChainKind::kLoad || k == ChainKind::kMappedStore;
+  }
 };
 
 inline constexpr uint64_t kRearmLag = 2;  // the one-request kinds: request n re-arms n - 2
@@ -515,8 +520,10 @@ class Chain {
   // kNoRequest. The requests between the last acknowledged reply and it may
   // have lost their replies only because R went to ERR with their R0s in
   // flight (a QP's error flushes its unacknowledged WRs): innocent.
+  // Mapped Store alike (its M1 faulted on the tt_addr, or M2 on an unmapped
+  // entry).
   static constexpr uint64_t kNoRequest = ~uint64_t{0};
-  uint64_t RefusedLoad() const;
+  uint64_t RefusedRequest() const;
   uint64_t DequeuedElement(uint32_t slot) const;
 
  private:
@@ -546,12 +553,18 @@ class Chain {
   // Instance s of this chain's kind, its lap-0 WAIT counts and ENABLE
   // indices set (the values a CN sends for later laps), by role.
   void BuildInstance(uint32_t s, std::vector<fabric::SendWr> (&wr)[3], fabric::RecvWr* rr) const;
-  // The R half every non-Load kind shares (R0 notification, R1, R2, R3).
+  // Mapped Store's C_w instance (lane w, instance s).
+  void BuildGate(uint32_t w, uint32_t s, std::vector<fabric::SendWr>* c) const;
+  // The R half the one-request kinds share (R0 notification, R1, R2, R3).
   void BuildNotify(uint32_t s, std::vector<fabric::SendWr>* r) const;
   uint64_t faa_addr(uint32_t s) const { return scratch_ + 8ull * s; }
   uint64_t ta_addr(uint32_t s) const { return scratch_ + 8ull * (geo_.slots + s); }
   uint64_t chk_addr(uint32_t s) const { return scratch_ + 8ull * (2 * geo_.slots + s); }
   uint64_t snap_addr(uint32_t s) const { return scratch_ + 8ull * (3 * geo_.slots + s); }
+  // Mapped Store: 16 zero bytes (T's source) and the BE word holding their
+  // address (M3's source: what R0 sends from).
+  uint64_t zeros_addr() const { return scratch_ + 32ull * geo_.slots; }
+  uint64_t notify_src_addr() const { return zeros_addr() + 16; }
 
   OdrpMetadata* mn_ = nullptr;
   const CnTable* cn_ = nullptr;

@@ -73,7 +73,7 @@
 //
 // Pipelined Load: a fault of one request flushes every reply R had not had
 // acknowledged, also of requests sent before it. RebuildChain reports the
-// refused request (ChainReport::refused_request, Chain::RefusedLoad); that
+// refused request (ChainReport::refused_request, Chain::RefusedRequest); that
 // one gets kAccessDenied and breaks its lane; every other request flushed
 // by the fault retries on the rebuilt chain (at most kFlushRetries times),
 // which the first of them to notice rebuilds once (RebuildShared).
@@ -144,7 +144,7 @@ inline constexpr uint32_t kChainKinds = 4;     // ChainKind's values
 inline constexpr uint32_t kMaxLoadLanes = 16;  // knob load_lanes
 // Instances of a chain: 4 per lane (Load's lane ring holds 4 instances).
 inline uint32_t ChainSlots(ChainKind kind, uint32_t lanes) {
-  return kind == ChainKind::kLoad ? 4 * lanes : kChainSlots;
+  return ChainGeometry::Pipelined(kind) ? 4 * lanes : kChainSlots;
 }
 
 // What the MN found when it rebuilt a chain.
@@ -154,7 +154,7 @@ struct ChainReport {
   bool queue_empty = false;      // Unmapped Store: its dequeue found the queue empty
   bool pages_available = false;  // after the repair, the next dequeue finds a page
   bool entry_mapped = false;     // the TT entry the CN named is mapped now
-  // Load: the request the old chain refused (Chain::RefusedLoad); the
+  // Load: the request the old chain refused (Chain::RefusedRequest); the
   // others without a reply were flushed behind it.
   uint64_t refused_request = Chain::kNoRequest;
 };
@@ -306,7 +306,12 @@ class OdrpCn : public CnSide {
                       uint32_t length, uint64_t local_addr);
   // Load on the CN's one pipelined chain: a request flushed behind another's
   // fault retries on the rebuilt chain.
-  Task<Status> PipelinedLoad(Lane& lane, const Chunk& chunk, uint64_t local_addr);
+  Task<Status> Pipelined(ChainKind kind, Lane& lane, const Chunk& chunk, uint64_t local_addr);
+  uint32_t LanesOf(ChainKind kind) const {
+    return kind == ChainKind::kLoad          ? load_lanes_
+           : kind == ChainKind::kMappedStore ? store_lanes_
+                                             : 1;
+  }
   // Rebuilds `pc` once per fault, whichever of its flushed requests comes first.
   // Returns the request the old chain refused (ChainReport::refused_request).
   Task<uint64_t> RebuildShared(PooledChain& pc, uint64_t gen, uint64_t tt_addr);
@@ -326,6 +331,7 @@ class OdrpCn : public CnSide {
   Ps timeout_;
   uint32_t chains_per_kind_;  // knob chains_per_kind (all kinds but Load)
   uint32_t load_lanes_;       // knob load_lanes
+  uint32_t store_lanes_;      // knob mapped_store_lanes
   uint64_t swap_pages_;
   fabric::Pd* pd_ = nullptr;
   const CnTable* table_ = nullptr;
