@@ -852,7 +852,9 @@ ChainClient::ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, 
 Task<Status> ChainClient::Invoke(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst_rkey,
                                  const Sge* page, uint32_t expect_bytes, Ps timeout) {
   const std::string what = std::string("odrp ") + ChainKindName(geo_.kind);
-  if (in_flight_ >= geo_.lanes && geo_.lanes == 1) co_return BusyStatus();
+  // One-request kinds refuse a second request; pipelined ones (any W, 1
+  // too) queue it until one of the W in flight returned.
+  if (in_flight_ >= geo_.lanes && !ChainGeometry::Pipelined(geo_.kind)) co_return BusyStatus();
   while (in_flight_ >= geo_.lanes) co_await window_.Wait();
   timed_out_ = false;
   last_request_ = Chain::kNoRequest;

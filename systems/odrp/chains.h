@@ -722,7 +722,7 @@ class ChainClient {
   static Task<void> Deadline(fabric::Runtime* rt, fabric::Qp* qp,
                              std::shared_ptr<chain::ReplyDeadline> d, Ps timeout,
                              LivenessCheck alive);
-  // Waits for a free place in the window (Load), writes request next_'s
+  // Waits for a free place in the window (Load, Mapped Store), writes request next_'s
   // header into its buffer, posts the RECV for the reply and the SEND,
   // awaits the reply.
   Task<Status> Invoke(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst_rkey,

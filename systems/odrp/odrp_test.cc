@@ -356,6 +356,41 @@ TEST(Odrp, ARemoteMnIsRefusedWithAClearError) {
   }
 }
 
+// A pipelined chain with one lane (load_lanes = mapped_store_lanes = 1)
+// still serves every lane of the CN: a request that finds the one lane busy
+// waits for it (before, the client refused it as busy, which the CN took for
+// a fault and rebuilt the chain, over and over).
+TEST(Odrp, OneLanePipelinedChainsQueueConcurrentRequests) {
+  TestbedSpec spec = Spec(1, 1 << 20);
+  spec.knobs["load_lanes"] = "1";
+  spec.knobs["mapped_store_lanes"] = "1";
+  Testbed tb(spec);
+  AccessGroup* g = nullptr;
+  std::vector<Chunk> chunks(4);
+  tb.Run([](Testbed& tb, AccessGroup** g, std::vector<Chunk>* chunks) -> Task<void> {
+    *g = co_await tb.cn(0).OpenGroup(4, 4 * kPageBytes);
+    for (auto& c : *chunks) {
+      auto r = co_await tb.cn(0).Alloc(**g);
+      CO_ASSERT_OK(r.status);
+      c = r.value;
+    }
+  }(tb, &g, &chunks));
+  std::vector<Task<void>> lanes;
+  for (size_t l = 0; l < 4; ++l) {
+    lanes.push_back([](Testbed& tb, AccessGroup* g, size_t l, Chunk c) -> Task<void> {
+      CnSide& a = tb.cn(0);
+      const uint64_t buf = g->buffer_addr() + l * kPageBytes;
+      Fill(a, buf, static_cast<uint8_t>(40 + l));
+      CO_ASSERT_OK(co_await a.Write(g->lane(l), c, 0, kPageBytes, buf));
+      a.node()->memory().Fill(buf, 0, kPageBytes);
+      CO_ASSERT_OK(co_await a.Read(g->lane(l), c, 0, kPageBytes, buf));
+      EXPECT_TRUE(Holds(a, buf, static_cast<uint8_t>(40 + l))) << "lane " << l;
+    }(tb, g, l, chunks[l]));
+  }
+  tb.RunAll(std::move(lanes));
+  EXPECT_EQ(Mn(tb).counters().chains_rebuilt, 0u);
+}
+
 // Issue 13, Mapped Store pipelined: lanes 0 and 2 write their own chunks
 // while lane 1 writes another CN's chunk, all through the CN's ONE Mapped
 // Store chain. Only lane 1 gets kAccessDenied (the MN names its request;
