@@ -66,7 +66,7 @@ std::vector<Target> RearmTargets(ChainKind kind) {
     case ChainKind::kUnmappedStore:
       return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {0, 11}, {1, 1}, {1, 2}};
     case ChainKind::kMappedStore:
-      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {0, 2}, {1, 1}, {1, 2}};
+      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {2, 6}, {1, 1}};
     case ChainKind::kInvalidate:
       return {{2, 0}, {2, 1}, {2, 2},  {2, 3}, {2, 4}, {2, 5},
               {2, 6}, {2, 7}, {0, 10}, {1, 1}, {1, 2}};
@@ -75,10 +75,10 @@ std::vector<Target> RearmTargets(ChainKind kind) {
 }
 
 // Signaled L completions per instance: Unmapped Store (U1..U3, A1, A2, U4,
-// CHK, U5..U7), Mapped Store (M1, M2), Invalidate (V1..V9). The snapshot
-// READs (S) are unsignaled.
+// CHK, U5..U7), Mapped Store (M1..M3, on its lane's lcq_w), Invalidate
+// (V1..V9). The snapshot READs (S) and the tickets (T) are unsignaled.
 constexpr uint64_t kStoreLCompletions = 10;
-constexpr uint64_t kMappedStoreLCompletions = 2;
+constexpr uint64_t kMappedStoreLCompletions = 3;
 constexpr uint64_t kInvalidateLCompletions = 9;
 
 }  // namespace
@@ -104,12 +104,12 @@ ChainGeometry ChainGeometry::For(ChainKind kind, uint32_t slots, uint32_t lanes)
         "is 2), got " +
         std::to_string(slots));
   }
-  if (lanes == 0 || (kind != ChainKind::kLoad && lanes != 1) || slots % lanes != 0 ||
-      slots / lanes < 4 || !std::has_single_bit(slots / lanes)) {
+  if (lanes == 0 || (!Pipelined(kind) && lanes != 1) || slots % lanes != 0 || slots / lanes < 4 ||
+      !std::has_single_bit(slots / lanes)) {
     throw std::invalid_argument("odrp chain: " + std::string(ChainKindName(kind)) + " with " +
                                 std::to_string(lanes) + " lanes and " + std::to_string(slots) +
-                                " slots (only Load has lanes; slots / lanes must be a power of "
-                                "two >= 4: the re-arm lag is lanes + 1)");
+                                " slots (only Load and Mapped Store have lanes; slots / lanes must "
+                                "be a power of two >= 4: the re-arm lag is lanes + 1)");
   }
   ChainGeometry g;
   g.kind = kind;
@@ -123,7 +123,7 @@ ChainGeometry ChainGeometry::For(ChainKind kind, uint32_t slots, uint32_t lanes)
       g.l_wrs = 16, g.r_wrs = 4, g.c_wrs = 8;
       break;
     case ChainKind::kMappedStore:
-      g.l_wrs = 4, g.r_wrs = 4, g.c_wrs = 4;
+      g.l_wrs = 4, g.r_wrs = 2, g.c_wrs = 8;
       break;
     case ChainKind::kInvalidate:
       g.l_wrs = 16, g.r_wrs = 4, g.c_wrs = 8;
@@ -145,19 +145,22 @@ std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m, uint32_t lanes) {
         (j + 2) * g.c_wrs,  // R1 ENABLE C_w's next instance (request m + W)
     };
   }
-  const ChainGeometry g = ChainGeometry::For(kind, 4);
   if (kind == ChainKind::kMappedStore) {
-    const uint64_t lc = kMappedStoreLCompletions * m;
+    const ChainGeometry g = ChainGeometry::For(kind, 4 * lanes, lanes);
+    const uint64_t j = m / lanes;  // the lane's instance
+    const uint64_t lc = kMappedStoreLCompletions * j;
     return {
-        m + 1,              // C0 WAIT rcq
-        m * g.l_wrs + 1,    // C1 ENABLE M1
-        lc + 1,             // C2 WAIT lcq: M1 landed
-        (m + 1) * g.l_wrs,  // C3 ENABLE M2..L3
-        (m + 1) * g.r_wrs,  // L2 ENABLE R0..R3
-        m + 1,              // R1 WAIT rscq
-        (m + 2) * g.c_wrs,  // R2 ENABLE C's next instance
+        m + 1,              // C0 WAIT rcq: request m landed
+        j * g.l_wrs + 2,    // C1 ENABLE L_w: T (previous), M1
+        lc + 1,             // C2 WAIT lcq_w: M1 landed in M2
+        (j + 1) * g.l_wrs,  // C3 ENABLE L_w: M2, M3
+        lc + 3,             // C4 WAIT lcq_w: M3 landed in R0
+        m,                  // C5 WAIT gcq: instances 0..m-1 enabled their R0
+        (m + 1) * g.r_wrs,  // C6 ENABLE R0, R1 (signaled: gcq)
+        (j + 2) * g.c_wrs,  // R1 ENABLE C_w's next instance (request m + W)
     };
   }
+  const ChainGeometry g = ChainGeometry::For(kind, 4);
   if (kind == ChainKind::kInvalidate) {
     const uint64_t lc = kInvalidateLCompletions * m;
     return {
@@ -194,7 +197,7 @@ uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n) {
 
 uint32_t HeaderBytes(ChainKind kind) {
   const uint32_t rearm = static_cast<uint32_t>(RearmTargets(kind).size()) * 8;
-  return (kind == ChainKind::kLoad ? 8 + 8 + 4 + 4 : 8 + 4) + rearm + 4;
+  return (ChainGeometry::Pipelined(kind) ? 8 + 8 + 4 + 4 : 8 + 4) + rearm + 4;
 }
 
 std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t tt_addr,
@@ -202,7 +205,7 @@ std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t t
                                   const std::vector<uint64_t>* rearm) {
   std::vector<uint8_t> out;
   PutBe64(&out, tt_addr);
-  if (g.kind == ChainKind::kLoad) {
+  if (ChainGeometry::Pipelined(g.kind)) {
     PutBe64(&out, dst_addr);
     PutBe32(&out, dst_rkey);
   }
@@ -291,8 +294,9 @@ Task<std::unique_ptr<Chain>> Chain::Create(OdrpMetadata* mn, const CnTable* cn, 
   c->rscq_ = n->CreateCq(16, true);
   c->lcq_ = n->CreateCq(16, true);
   c->ccq_ = n->CreateCq(16, true);
-  // Load: 3 argument SGEs; store: 2 and the page. Then re-arm and doorbell.
-  const uint32_t recv_sges = static_cast<uint32_t>(3 + RearmTargets(kind).size() + 1);
+  // Load: 3 argument SGEs; Mapped Store: 3 and the page; the other stores:
+  // 2 and the page. Then re-arm and doorbell.
+  const uint32_t recv_sges = static_cast<uint32_t>(4 + RearmTargets(kind).size() + 1);
   fabric::QpInitAttr r;
   r.pd = mn->pd();
   r.send_cq = c->rscq_;
@@ -311,10 +315,16 @@ Task<std::unique_ptr<Chain>> Chain::Create(OdrpMetadata* mn, const CnTable* cn, 
   }
   if (kind != ChainKind::kLoad) {
     fabric::Memory& mem = n->memory();
-    c->scratch_ = mem.Alloc(32ull * g.slots, 64);  // faa[], ta[], chk[], snap[]
-    mem.Fill(c->scratch_, 0, 32ull * g.slots);
-    c->scratch_mr_ = co_await n->RegMr(mn->pd(), c->scratch_, 32ull * g.slots,
-                                       fabric::kLocalWrite | fabric::kRemoteRead);
+    // faa[], ta[], chk[], snap[], then 16 zero bytes (Mapped Store's T) and
+    // the word M3 copies into R0: the address of those zeros (BE).
+    const uint64_t bytes = 32ull * g.slots + 24;
+    c->scratch_ = mem.Alloc(bytes, 64);
+    mem.Fill(c->scratch_, 0, bytes);
+    uint8_t be[8];
+    fabric::StoreBe64(be, c->zeros_addr());
+    mem.Write(c->notify_src_addr(), be, 8);
+    c->scratch_mr_ =
+        co_await n->RegMr(mn->pd(), c->scratch_, bytes, fabric::kLocalWrite | fabric::kRemoteRead);
   }
   if (kind == ChainKind::kUnmappedStore || kind == ChainKind::kMappedStore) {
     c->staging_ = n->memory().Alloc(kPageBytes * g.slots, kPageBytes);
@@ -330,8 +340,10 @@ void Chain::CreateLanes() {
   const ChainGeometry& g = geo_;
   fabric::Node* n = mn_->node();
   const bool swaps = g.kind == ChainKind::kUnmappedStore || g.kind == ChainKind::kInvalidate;
+  // EndianSwap: 8 x 1 B; Mapped Store's T zeroes two fields with one READ.
+  const uint32_t l_sges = swaps ? 8u : g.kind == ChainKind::kMappedStore ? 2u : 1u;
   const uint32_t per_lane = g.slots / g.lanes;
-  if (g.kind == ChainKind::kLoad) gcq_ = n->CreateCq(16, true);
+  if (ChainGeometry::Pipelined(g.kind)) gcq_ = n->CreateCq(16, true);
   for (uint32_t w = 0; w < g.lanes; ++w) {
     fabric::Cq* lcq = w == 0 ? lcq_ : n->CreateCq(16, true);
     lane_lcq_.push_back(lcq);
@@ -339,7 +351,7 @@ void Chain::CreateLanes() {
                                         {.pd = mn_->pd(),
                                          .cq = lcq,
                                          .max_send_wr = per_lane * g.l_wrs,
-                                         .max_send_sge = swaps ? 8u : 1u,  // EndianSwap: 8 x 1 B
+                                         .max_send_sge = l_sges,
                                          .managed = true}));
     lane_c_.push_back(chain::LoopbackQp(mn_->cluster(), n,
                                         {.pd = mn_->pd(),
@@ -502,16 +514,30 @@ void Chain::BuildNotify(uint32_t s, std::vector<SendWr>* r) const {
 
 void Chain::BuildMappedStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
                              std::vector<SendWr>* c, RecvWr* rr) const {
-  const uint64_t l0 = uint64_t{s} * geo_.l_wrs, r0 = uint64_t{s} * geo_.r_wrs;
-  const uint32_t lwq = l_->wq_lkey();
+  const uint32_t lanes = geo_.lanes, per_lane = geo_.slots / lanes;
+  const uint32_t w = s % lanes, j = s / lanes;
+  const uint32_t prev = ((j + per_lane - 1) % per_lane) * lanes + w;  // the lane's previous
+  const uint32_t lwq = lane_l_[w]->wq_lkey(), rwq = r_->wq_lkey(), skey = scratch_mr_->lkey();
   const uint64_t tag = uint64_t{s} << 8;
+  // T, the lane's ticket: one 16-byte READ of zeros into the previous
+  // instance's R0 source (an early R0 faults) and M1 tt_addr (a replay of
+  // that instance without a request of its own faults).
+  SendWr t;
+  t.wr_id = tag | 0x11;
+  t.opcode = Opcode::kRead;
+  t.remote_addr = zeros_addr();
+  t.rkey = scratch_mr_->rkey();
+  t.sg_list = {{InstWqe(kR, prev, 0) + WqeLayout::SegAddr(0), 8, rwq},
+               {InstWqe(kL, prev, 1) + WqeLayout::kRemoteAddr, 8, lwq}};
+  t.flags = 0;  // C_w's WAITs count M1..M3 only
+  l->push_back(t);
   // M1: the TT entry (the mapped page's address, BE) -> M2's local address.
   SendWr m1 = AtomicRead(0 /* <- RECV: tt_addr */, cn_->mr->rkey(),
-                         Wqe(kL, l0 + 1) + WqeLayout::SegAddr(0), lwq);
+                         InstWqe(kL, s, 2) + WqeLayout::SegAddr(0), lwq);
   m1.wr_id = tag | 1;
   l->push_back(m1);
-  // M2: store the page in place (staging -> page). Fenced: its local address
-  // is M1's result.
+  // M2: store the page in place (staging -> page). Fenced: its local
+  // address is M1's result.
   SendWr m2;
   m2.wr_id = tag | 2;
   m2.opcode = Opcode::kRead;
@@ -520,18 +546,46 @@ void Chain::BuildMappedStore(uint32_t s, std::vector<SendWr>* l, std::vector<Sen
   m2.rkey = staging_mr_->rkey();
   m2.flags = fabric::kSignaled | fabric::kFence;  // after M1 landed, whatever C's counts
   l->push_back(m2);
-  // L2: release the notification once M2 completed.
-  SendWr en = chain::EnableWr(r_);
-  en.flags = fabric::kFence;
-  l->push_back(en);
-  l->push_back(chain::NopWr());  // L3
-  BuildNotify(s, r);
-  c->push_back(chain::WaitWr(rcq_));  // C0
-  c->push_back(chain::EnableWr(l_));  // C1
-  c->push_back(chain::WaitWr(lcq_));  // C2
-  c->push_back(chain::EnableWr(l_));  // C3
-  rr->sg_list = {{Wqe(kL, l0) + WqeLayout::kRemoteAddr, 8, lwq},
-                 {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
+  // M3: R0's source, only once M2 completed (FENCE): the store is done.
+  SendWr m3;
+  m3.wr_id = tag | 3;
+  m3.opcode = Opcode::kRead;
+  m3.remote_addr = notify_src_addr();
+  m3.rkey = scratch_mr_->rkey();
+  m3.sg_list = {{InstWqe(kR, s, 0) + WqeLayout::SegAddr(0), 8, rwq}};
+  m3.flags = fabric::kSignaled | fabric::kFence;
+  l->push_back(m3);
+  // R0: the 8-byte notification (zeros) to the CN's reply word, imm = seq.
+  SendWr n;
+  n.wr_id = tag | 0x20;
+  n.opcode = Opcode::kWriteWithImm;
+  n.sg_list = {{0 /* <- M3 */, 8, skey}};
+  n.remote_addr = 0;  // <- RECV
+  n.rkey = 0;         // <- RECV
+  n.imm_data = 0;     // <- RECV (seq)
+  r->push_back(n);
+  r->push_back(chain::EnableWr(lane_c_[w]));  // R1: C_w's next instance
+  BuildGate(w, s, c);
+  rr->sg_list = {{InstWqe(kL, s, 1) + WqeLayout::kRemoteAddr, 8, lwq},
+                 {InstWqe(kR, s, 0) + WqeLayout::kRemoteAddr, 12, rwq},
+                 {InstWqe(kR, s, 0) + WqeLayout::kImmInvQpn, 4, rwq}};
+}
+
+// C_w of Mapped Store: C0 WAIT rcq, C1 ENABLE L_w (T, M1), C2 WAIT lcq_w,
+// C3 ENABLE L_w (M2, M3), C4 WAIT lcq_w, C5 WAIT gcq, C6 ENABLE R
+// (signaled: gcq), C7 NOP.
+void Chain::BuildGate(uint32_t w, uint32_t s, std::vector<SendWr>* c) const {
+  c->push_back(chain::WaitWr(rcq_));
+  for (int i = 0; i < 2; ++i) {
+    c->push_back(chain::EnableWr(lane_l_[w]));
+    c->push_back(chain::WaitWr(lane_lcq_[w]));
+  }
+  c->push_back(chain::WaitWr(gcq_));
+  SendWr gate = chain::EnableWr(r_);
+  gate.flags = fabric::kSignaled;  // -> gcq
+  gate.wr_id = uint64_t{s} << 8 | 0x30;
+  c->push_back(gate);
+  while (c->size() < geo_.c_wrs) c->push_back(chain::NopWr());
 }
 
 void Chain::BuildInvalidate(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
@@ -714,9 +768,19 @@ uint64_t Chain::ClaimedPosition(uint32_t slot) const {
   return mn_->node()->memory().LoadU64(faa_addr(slot % geo_.slots));
 }
 
-uint64_t Chain::RefusedLoad() const {
-  if (geo_.kind != ChainKind::kLoad)
-    throw std::logic_error("odrp chain: RefusedLoad of a non-load");
+uint64_t Chain::RefusedRequest() const {
+  if (!ChainGeometry::Pipelined(geo_.kind)) {
+    throw std::logic_error("odrp chain: RefusedRequest of a one-request chain");
+  }
+  if (geo_.kind == ChainKind::kMappedStore && r_->QueryState() != QpState::kErr) {
+    // A refused M1 or M2 after the first lap: C_w's WAIT for M3 is never
+    // met (the sim flushes no ring WQE past the MN CPU's post), so the gate
+    // holds R before the refused request's R0: the next request gcq has
+    // not released, if its lane's worker is in ERR.
+    const uint64_t m = gcq_->total_completions();
+    const bool lane_err = lane_l_[m % geo_.lanes]->QueryState() == QpState::kErr;
+    return lane_err && m < requests_taken() ? m : kNoRequest;
+  }
   // R stops at the WQE that failed: the last one it started. A refusal is
   // always an R0 (L faults leave R0 the 0 its ticket wrote).
   const uint64_t started = r_->counters().send_wrs_executed;
@@ -725,7 +789,13 @@ uint64_t Chain::RefusedLoad() const {
   }
   const uint64_t m = (started - 1) / geo_.r_wrs;
   const uint32_t w = static_cast<uint32_t>(m % geo_.lanes);
-  if (lane_lcq_[w]->successful_completions() <= m / geo_.lanes) return m;  // L1 refused / not run
+  const uint64_t done = lane_lcq_[w]->successful_completions();
+  if (geo_.kind == ChainKind::kMappedStore) {
+    // M1..M3 of every earlier instance of the lane succeeded; fewer than 3
+    // of m's: M1 refused the tt_addr or M2 found the entry unmapped.
+    return done < kMappedStoreLCompletions * (m / geo_.lanes + 1) ? m : kNoRequest;
+  }
+  if (done <= m / geo_.lanes) return m;  // L1 refused / not run
   uint8_t be[8];
   const fabric::Memory& mem = mn_->node()->memory();
   mem.Read(InstWqe(kL, static_cast<uint32_t>(m % geo_.slots), 1) + WqeLayout::kRemoteAddr, be, 8);
@@ -752,10 +822,18 @@ uint64_t Chain::DequeuedElement(uint32_t slot) const {
 ChainClient::ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, ChainGeometry geo,
                          fabric::Mr* hdr_mr, uint64_t hdr_addr)
     : cn_(cn), rt_(rt), geo_(geo), hdr_mr_(hdr_mr), hdr_(hdr_addr) {
+  // Mapped Store: the reply word is the last 8 bytes of each header's
+  // stride, written by the MN (WRITE_WITH_IMM): the MR must allow it.
+  const bool reply_word = geo.kind == ChainKind::kMappedStore;
+  const uint64_t last = reply_word ? kHeaderStride : HeaderBytes(geo.kind);
   if (hdr_addr < hdr_mr->addr() ||
-      hdr_addr + (geo.lanes - 1) * kHeaderStride + HeaderBytes(geo.kind) >
-          hdr_mr->addr() + hdr_mr->length()) {
+      hdr_addr + (geo.lanes - 1) * kHeaderStride + last > hdr_mr->addr() + hdr_mr->length()) {
     throw std::invalid_argument("odrp ChainClient: header buffers outside their MR");
+  }
+  if (reply_word && (hdr_mr->access() & fabric::kRemoteWrite) == 0) {
+    throw std::invalid_argument(
+        "odrp ChainClient: Mapped Store replies into the header MR, "
+        "which must allow remote write");
   }
   const uint32_t depth = std::max<uint32_t>(8, 2 * geo.lanes);
   send_cq_ = cn->CreateCq(16, /*ignore_overrun=*/true);  // unsignaled SENDs: errors only
@@ -774,7 +852,9 @@ ChainClient::ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, 
 Task<Status> ChainClient::Invoke(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst_rkey,
                                  const Sge* page, uint32_t expect_bytes, Ps timeout) {
   const std::string what = std::string("odrp ") + ChainKindName(geo_.kind);
-  if (in_flight_ >= geo_.lanes && geo_.lanes == 1) co_return BusyStatus();
+  // One-request kinds refuse a second request; pipelined ones (any W, 1
+  // too) queue it until one of the W in flight returned.
+  if (in_flight_ >= geo_.lanes && !ChainGeometry::Pipelined(geo_.kind)) co_return BusyStatus();
   while (in_flight_ >= geo_.lanes) co_await window_.Wait();
   timed_out_ = false;
   last_request_ = Chain::kNoRequest;
@@ -785,6 +865,10 @@ Task<Status> ChainClient::Invoke(uint64_t tt_addr, uint64_t dst_addr, uint32_t d
   // and queued on recv_cq_ in one order, and replies come back in it.
   const uint64_t n = next_;
   const uint64_t hdr = hdr_ + (n % geo_.lanes) * kHeaderStride;  // free: reply n - W came
+  if (geo_.kind == ChainKind::kMappedStore) {  // the reply word, in this header's stride
+    dst_addr = hdr + kHeaderStride - 8;
+    dst_rkey = hdr_mr_->rkey();
+  }
   const std::vector<uint8_t> h = Header(tt_addr, dst_addr, dst_rkey);
   cn_->memory().Write(hdr, h.data(), h.size());
   ++next_;
@@ -878,8 +962,9 @@ Task<Status> ChainClient::SendHeader(ChainKind kind, uint64_t tt_addr, uint64_t 
                                              ChainKindName(geo_.kind) + " chain");
   }
   const Sge page{src_addr, static_cast<uint32_t>(kPageBytes), src_lkey};
-  co_return co_await Invoke(tt_addr, 0, 0, kind == ChainKind::kInvalidate ? nullptr : &page, 0,
-                            timeout);
+  // Mapped Store's reply is 8 bytes (chains.h "MappedStore"), the others' 0.
+  co_return co_await Invoke(tt_addr, 0, 0, kind == ChainKind::kInvalidate ? nullptr : &page,
+                            kind == ChainKind::kMappedStore ? 8 : 0, timeout);
 }
 
 Task<Status> ChainClient::UnmappedStore(uint64_t tt_addr, uint64_t src_addr, uint32_t src_lkey,

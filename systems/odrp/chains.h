@@ -7,11 +7,12 @@
 //
 // Written: Load, Unmapped Store, Mapped Store, Invalidate.
 //
-// Chains per CN (odrp.h "Chains per CN"): ONE Load chain per CN, pipelined
-// (W lanes, up to W requests inside it at once, below); Mapped Store,
-// Unmapped Store and Invalidate are still a small pool per kind (knob
-// chains_per_kind) of chains that carry one request at a time each (issue
-// 13, open: pipelining them, see "Pipelining the other kinds").
+// Chains per CN (odrp.h "Chains per CN"): ONE Load chain and ONE Mapped
+// Store chain per CN, each pipelined (W lanes, up to W requests inside it at
+// once, below; Mapped Store: "Pipelining Mapped Store"); Unmapped Store and
+// Invalidate are still a small pool per kind (knob chains_per_kind) of
+// chains that carry one request at a time each (issue 13, open: see
+// "Pipelining the other kinds").
 //
 // ---- Pipelining (Load; issue 13) -----------------------------------------------
 // After OneSidedMW's allocation chain (alloc_chain.h): one R (RQ + managed
@@ -46,7 +47,7 @@
 //     finds the 0 T left; an unmapped entry: R0 finds the 0 L1 read). R's
 //     ERR flushes every R0 the CN had not acknowledged yet, also those of
 //     EARLIER requests, so the first deadline to pass need not be the
-//     refused request's: the MN CPU names it (RefusedLoad: the R0 R started
+//     refused request's: the MN CPU names it (RefusedRequest: the R0 R started
 //     last), and the CN retries the others on the rebuilt chain (odrp.h
 //     "Refusals"). After a fault, a lane whose C_w still had an instance
 //     enabled runs it once (flush completions pass its WAITs): an L1 on the
@@ -56,15 +57,53 @@
 // Cost (sim, `dmbench micro access --system odrp --op read`): see odrp.h
 // "Chains per CN".
 //
+// ---- Pipelining Mapped Store (issue 13) -----------------------------------------
+// Load's layout (one R, W lanes L_w/C_w, the gate gcq, re-arm lag W + 1,
+// slots = 4W), but R0 consumes no result of a data step: the one-request
+// chain's 0-byte notification, released early (C's counts are CN values) or
+// after its L step faulted, would tell the CN a store is done that never
+// ran. So R0 is an 8-byte WRITE_WITH_IMM whose SOURCE address only M3 sets
+// (FENCE: after the store M2 completed) and the lane's ticket T zeroes, and
+// the CN gives a reply word to receive it (the last 8 bytes of the
+// request's header slot; its MR allows remote write). The induction of
+// "Pipelining" holds word for word with M3 in L1's place: an R0 whose M3
+// has not run this lap finds 0 and faults (chains_test
+// AnEarlyNotificationOfAPipelinedMappedStoreNeverReportsAStoreThatNeverRan,
+// which fails with T a NOP).
+//   T's second field, M1's tt_addr of the lane's previous instance: when R
+//     goes to ERR an RNIC that flushes every outstanding RECV completes
+//     them into rcq, and C_w's WAIT on rcq counts flush completions, so a
+//     lane whose next C_w instance R1 had enabled runs it once more with no
+//     request: M1 on the tt_addr that slot had a lap before and M2 on the
+//     page it staged then, over the newer bytes the CN stored since (Load
+//     only reads: harmless there). With T the replayed M1 reads address 0
+//     and is refused. The sim flushes RECVs only up to those the MN CPU
+//     posted (the first lap, whose instances hold tt_addr 0 anyway), so the
+//     replay cannot run in it; chains_test
+//     AFinishedPipelinedStoreLeavesNoTtAddrToReplay checks the invariant
+//     (every instance but each lane's last holds 0; fails without the SGE).
+//   Faults: a refused M1 (misaligned, outside the CN's table) or M2 (an
+//     unmapped entry: null local address) moves L_w to ERR. In the first
+//     lap the flush completes M3 too, C_w's WAITs pass and R0 faults on T's
+//     0, as Load. After it the sim flushes no ring WQE beyond the MN CPU's
+//     post, so C4's WAIT for M3 is never met: the gate holds R before the
+//     refused request's R0, and every later request waits behind it (their
+//     L steps may run: stores that the CN retries, idempotently, on the
+//     rebuilt chain). Either way RefusedRequest names the refused request
+//     (R in ERR: the R0 R started last, if its lane's M1..M3 did not all
+//     succeed; R live: gcq's count, the request the gate has not released,
+//     if its lane's L_w is in ERR), and odrp.cc handles the rest as for
+//     Load (odrp.h "Refusals"): the CN retries the others.
+// Cost (sim, `dmbench micro access --system odrp --op write`): see odrp.h
+// "Chains per CN".
+//
 // ---- Pipelining the other kinds (not written) ------------------------------------
-// Mapped Store, Unmapped Store and Invalidate would take the same layout,
-// but their R0 is a 0-byte notification that consumes no L result, so an R0
-// released early (or after its L faulted) would tell the CN a store is done
-// that never ran. Each needs an 8-byte notification whose source address the
-// last L step writes into R0 (FENCE: after the store completed) and T zeroes,
-// and a CN reply word to receive it; Unmapped Store with W > 1 also needs
-// recovery of every lane's last dequeue (several lanes can fault on one empty
-// queue), as OneSidedMW's Inspect.
+// Unmapped Store and Invalidate would take Mapped Store's layout (8-byte
+// notification from a source the last L step sets, T zeroing it and the
+// previous instance's tt_addr copy). Unmapped Store with W > 1 also needs
+// recovery of every lane's last dequeue (several lanes can fault on one
+// empty queue; the MN's repair must read each lane's last instance, as
+// OneSidedMW's Inspect), and Invalidate's enqueue the same for the tail.
 //
 // ---- QPs per chain (all on the MN, in the MN's one PD) ----------------------
 //   R  CN-facing (connected to the CN's chain QP). RQ: one RECV per slot takes
@@ -78,7 +117,8 @@
 //      rewrote is fetched only after the rewrite landed ([ODRP] footnote 1:
 //      "we need an ENABLE WR before the modified WR"). The sim would also
 //      honour FENCE for that, a real RNIC prefetches WQEs.
-//   Load: W pairs L_w, C_w instead of L, C (above), so 1 + 2W QPs.
+//   Load, Mapped Store: W pairs L_w, C_w instead of L, C (above), so 1 + 2W
+//   QPs.
 // CQs (all count-only, ignore_overrun): rcq (R's RECVs), rscq (R's sends),
 // lcq (L; Load: lcq_w per lane), ccq (C: unsignaled, errors only; Load: gcq,
 // the gate, shared by every C_w).
@@ -119,7 +159,7 @@
 //   C5..C7 NOP (padding: C_w's instance is 8 WQEs)
 //   R0  WRITE_WITH_IMM 4 KB from the page (lkey pool) to the CN's buffer,
 //       imm = seq: the data and the notification in one WR. Signaled
-//       (rscq: Idle, RefusedLoad). An unmapped entry (0), or the 0 T left
+//       (rscq: Idle, RefusedRequest). An unmapped entry (0), or the 0 T left
 //       when L1 did not run, gives a null local address: LOC_PROT_ERR, R
 //       goes to ERR, the CN gets nothing ([ODRP] §4.5.2 (3)).
 //   R1  SEND_ENABLE C_w -> 8(j+2)            (the lane's next instance)
@@ -192,36 +232,68 @@
 //   NOPs of the 16-WQE instance); the snapshot S: 13.49 -> 13.74 us (24
 //   threads: 142.1 -> 146.1 us).
 //
-// ---- MappedStore(tt_addr, page, seq) ([ODRP] §4.3 "Mapped page store") -------
-//   RECV   (R)  args -> L0.remote_addr (tt_addr), R0.imm (seq); re-arm values
-//               -> instance n-2; the 4 KB page -> staging[s]
-//   C0  WAIT rcq >= n+1
-//   C1  SEND_ENABLE L -> 4n+1
-//   L0  M1 FETCH_ADD 0 on the TT entry (rkey tt[c]) -> L1.sge[0].addr
+// ---- MappedStore(tt_addr, reply, rkey, page, seq) ([ODRP] §4.3 "Mapped page store")
+// Request n on lane w = n mod W, the lane's instance j = n / W (W = lanes;
+// see "Pipelining Mapped Store").
+//   RECV   (R)  args -> M1.remote_addr (tt_addr), R0.remote_addr+rkey (the
+//               CN's reply word), R0.imm (seq); re-arm values -> instance
+//               n-W-1; the 4 KB page -> staging[s]
+//   C0  WAIT rcq >= n+1                      (the request has landed)
+//   C1  SEND_ENABLE L_w -> 4j+2              (T, M1)
+//   L0  T   READ 16 zero bytes (chain scratch) -> R0.sge[0].addr and
+//           M1.remote_addr of the lane's previous instance (n-W),
+//           unsignaled: the lane's ticket. An R0 released before its own M3
+//           landed faults (LOC_PROT_ERR) instead of reporting a store that
+//           never ran; an instance run again without a request refuses its
+//           M1 instead of storing a stale page.
+//   L1  M1 FETCH_ADD 0 on the TT entry (rkey tt[c]) -> M2.sge[0].addr
 //          (the page address, BE): a READ that refuses a misaligned tt_addr
-//          (atomics must be 8-byte aligned: REM_INV_REQ, L goes to ERR)
-//   C2  WAIT lcq >= 2n+1                     (M1 landed in L1)
-//   C3  SEND_ENABLE L -> 4(n+1)
-//   L1  M2 READ staging[s] (4 KB) into the page (lkey pool): the store, in
+//          (atomics must be 8-byte aligned: REM_INV_REQ, L_w goes to ERR)
+//          and one outside the CN's table (REM_ACCESS_ERR). Signaled (lcq_w).
+//   C2  WAIT lcq_w >= 3j+1                   (M1 landed in M2)
+//   C3  SEND_ENABLE L_w -> 4(j+1)            (M2, M3)
+//   L2  M2 READ staging[s] (4 KB) into the page (lkey pool): the store, in
 //          place (FENCE: after M1 landed in its local address). An
 //          unmapped entry (0) gives a null local address: the local check
-//          fails, L goes to ERR and L2 is flushed (no notification, nothing
-//          written).
-//   L2  SEND_ENABLE R -> 4(n+1) (FENCE: after M2 completed)
-//   L3  NOP (padding)
-//   R0..R3 as Unmapped Store (notification; WAIT rscq; ENABLE C -> 4(n+2)).
-//   Load with the direction reversed; the loopback READ (not a WRITE) lets
-//   the FENCE on L2 order the notification after the data, as in U7.
+//          fails, L_w goes to ERR, M3 never runs (nothing written).
+//   L3  M3 READ the chain's notify word (BE: the address of the 16 zero
+//          bytes) -> R0.sge[0].addr (FENCE: after M2 COMPLETED, so the
+//          page holds the bytes before R0 can have a source). Signaled.
+//   C4  WAIT lcq_w >= 3(j+1)                 (M3 landed in R0)
+//   C5  WAIT gcq >= n                        (instances < n enabled their R0)
+//   C6  SEND_ENABLE R -> 2(n+1), signaled into gcq
+//   C7  NOP (padding: C_w's instance is 8 WQEs)
+//   R0  WRITE_WITH_IMM 8 B from M3's source (lkey scratch: zeros) to the
+//       CN's reply word, imm = seq: the notification. Signaled (rscq: Idle,
+//       RefusedRequest). T's 0 (M3 did not run) faults it: R goes to ERR.
+//   R1  SEND_ENABLE C_w -> 8(j+2)            (the lane's next instance)
+//   14 WQEs per request (the one-request chain had 12: L 4 with a NOP, R 4,
+//   C 4).
+//   Load with the direction reversed; the loopback READ M2 (not a WRITE)
+//   lets M3's FENCE order the notification's source after the data, as U7
+//   does for L11. (RC READ responses also come back in order, so the sim
+//   shows no difference without M3's FENCE and no test fails without it;
+//   the FENCE keeps the argument independent of how an RNIC places
+//   response data. Its price, measured by removing it: 1 thread 10.56 ->
+//   9.69 us, 24 threads 22.2 -> 18.5 us.)
 //   Against ODRP's own chain (RECV, READ the entry, WRITE page buf -> page,
-//   WRITE the notification): the 4 KB copy M2 is ODRP's step 3, the same
-//   loopback transfer (a READ here, so that L2's FENCE orders the
-//   notification after it; a WRITE's completion would not), not an extra
-//   one. What we do beyond ODRP: M1 is a FETCH_ADD of 0 where ODRP READs
-//   (it refuses a misaligned tt_addr; an 8-byte READ would not), and the
-//   C2/C3 gate before M2 (footnote 1: a real RNIC fetches M2 only after M1
-//   rewrote it; the sim's FENCE alone would order it). Measured (sim, 1
-//   thread, `dmbench micro access --system odrp --op write`): 8.6 us against
-//   ODRP's stated 4.6 us; issue 14 prices the gated step.
+//   WRITE the notification), what we do beyond it and why the simulated
+//   RNIC needs it (issue 13):
+//   - M2, the 4 KB copy, is ODRP's step 3, the same loopback transfer, not
+//     an extra one (a READ here so that a FENCE can order on its
+//     completion; a WRITE's completion would not).
+//   - M1 is a FETCH_ADD of 0 where ODRP READs: it refuses a misaligned
+//     tt_addr (an 8-byte READ at tt_base + 8k + 1 would store into a page
+//     formed of two entries' bytes).
+//   - The C2/C3 gate before M2 (footnote 1: a real RNIC fetches M2 only
+//     after M1 rewrote it; the sim's FENCE alone would order it).
+//   - T and M3, the 8-byte notification, C4 and the gcq gate: the price of
+//     several stores in one chain (above); ODRP does not say how its
+//     pipelined chains order a notification after its own store.
+//   Measured (sim, `dmbench micro access --system odrp --op write`, mean):
+//   1 thread 8.27 us one-request -> 10.56 us pipelined (ODRP states 4.6
+//   us; issue 14 prices the gated step); 24 threads 198 -> 22.2 us (with
+//   mapped_store_lanes = 1: 253 us, one at a time).
 //
 // ---- Invalidate(tt_addr, seq) ([ODRP] §4.3 "Page invalidation", §4.5.2) -------
 //   RECV   (R)  args -> ta[s] (tt_addr, MN scratch), R0.imm (seq); re-arm
@@ -289,13 +361,17 @@
 //     R0 whose L1 has not run this lap holds 0 and faults
 //     (ARaisedEnableNeverMakesLoadSendAStalePage,
 //     AnEarlyInstanceOfAPipelinedLoadChainNeverSendsAStalePage).
-//   Stores' and Invalidate's R0 <- L: a 0-byte notification that consumes
+//   Mapped Store R0 <- M3 (its source) <- M2 (FENCE): released by C_w's
+//     ENABLE after WAITs, all re-arm values; closed by T as Load's
+//     (AnEarlyNotificationOfAPipelinedMappedStoreNeverReportsAStoreThatNeverRan).
+//   Unmapped Store's and Invalidate's R0 <- L: a 0-byte notification that consumes
 //     no L result; released early it only tells the CN its own request is
 //     done before it is.
 //   L's first steps <- the RECV (C0's WAIT on rcq, a re-arm value): L run
 //     early takes the arguments of this instance's previous request, which
 //     the same CN sent and every chain re-checks (the atomic entry reads,
-//     V4): the CN replays its own earlier request.
+//     V4): the CN replays its own earlier request (Mapped Store: not even
+//     that, T zeroed the tt_addr, M1 is refused).
 //   Unmapped Store's and Invalidate's tt_addr <- the RECV (ta[s]): a CN that
 //     lowered C0's count could get its RECV to land while L copies ta[s].
 //     Closed by S: ta[s] is read once per instance, into snap[s], which A1
@@ -326,8 +402,8 @@
 // enabled; so the re-arm lag is 2, and slots >= 4, a power of two). The same
 // RECV writes the doorbell record = max(n + slots - 1, slots): the RNIC reads
 // the doorbell when a SEND arrives, so the consumed RECVs count as posted
-// again (the RECV WQEs themselves never change). Load: lag W + 1, doorbell
-// max(n + slots - W, slots) (see "Pipelining").
+// again (the RECV WQEs themselves never change). Load and Mapped Store: lag
+// W + 1, doorbell max(n + slots - W, slots) (see "Pipelining").
 // One-request kinds: C's next instance is enabled by R's tail (R2), after R0
 // was acknowledged, so
 // a chain stops cleanly when it faults: an L fault flushes L's ENABLE of R
@@ -429,17 +505,22 @@ const char* ChainKindName(ChainKind k);
 struct ChainGeometry {
   ChainKind kind = ChainKind::kLoad;
   uint32_t slots = 4;  // pre-posted instances (all lanes): a power of two, >= 4 x lanes
-  // Load only: W lanes (L_w, C_w) behind one R; request n runs on lane
-  // n mod W, and the CN keeps up to W requests in flight. Other kinds: 1.
+  // Pipelined kinds (Load, Mapped Store): W lanes (L_w, C_w) behind one R;
+  // request n runs on lane n mod W, and the CN keeps up to W requests in
+  // flight. Other kinds: 1.
   uint32_t lanes = 1;
   uint32_t l_wrs = 0;  // WQEs per instance on L (L_w), R, C (C_w)
   uint32_t r_wrs = 0;
   uint32_t c_wrs = 0;
   static ChainGeometry For(ChainKind kind, uint32_t slots, uint32_t lanes = 1);
   // Request n re-arms instance n - lag: 2 for the one-request kinds, W + 1
-  // for Load (request n is sent once reply n - W arrived, and R's tail of
-  // n - W may not have run by then; that of n - W - 1 has).
-  uint64_t rearm_lag() const { return kind == ChainKind::kLoad ? uint64_t{lanes} + 1 : 2; }
+  // for the pipelined ones (request n is sent once reply n - W arrived, and
+  // R's tail of n - W may not have run by then; that of n - W - 1 has).
+  uint64_t rearm_lag() const { return Pipelined(kind) ? uint64_t{lanes} + 1 : 2; }
+  // Load and Mapped Store: lanes behind one R ("Pipelining").
+  static bool Pipelined(ChainKind k) {
+    return k == ChainKind::kLoad || k == ChainKind::kMappedStore;
+  }
 };
 
 inline constexpr uint64_t kRearmLag = 2;  // the one-request kinds: request n re-arms n - 2
@@ -458,8 +539,10 @@ uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n);
 //                  re-arm u64 x 5 | doorbell u32                       (68 B)
 //   UnmappedStore: tt_addr u64 | seq u32 | re-arm u64 x 9 | doorbell u32
 //                  then the 4 KB page                                   (88 B)
-//   MappedStore:   tt_addr u64 | seq u32 | re-arm u64 x 7 | doorbell u32
-//                  then the 4 KB page                                   (72 B)
+//   MappedStore:   tt_addr u64 | reply_addr u64 | reply_rkey u32 | seq u32 |
+//                  re-arm u64 x 8 | doorbell u32, then the 4 KB page    (92 B);
+//                  the reply word is the header slot's last 8 bytes
+//                  (kHeaderStride - 8)
 //   Invalidate:    tt_addr u64 | seq u32 | re-arm u64 x 11 | doorbell u32 (104 B)
 // seq = low 32 bits of n (the reply's imm).
 uint32_t HeaderBytes(ChainKind kind);
@@ -475,7 +558,7 @@ class Chain {
   // Creates R, L, C (L and C connected to themselves) and (registered here)
   // the scratch words (all but Load) and staging pages (stores). Connect
   // cn_qp() to the CN's ChainClient::qp(), then Arm.
-  // `lanes` (Load only): W worker/control lanes behind the one R.
+  // `lanes` (Load, Mapped Store): W worker/control lanes behind the one R.
   static Task<std::unique_ptr<Chain>> Create(OdrpMetadata* mn, const CnTable* cn, ChainKind kind,
                                              uint32_t slots, uint32_t lanes = 1);
   // Pre-posts every instance and every RECV, and starts C's first instance
@@ -515,8 +598,10 @@ class Chain {
   // kNoRequest. The requests between the last acknowledged reply and it may
   // have lost their replies only because R went to ERR with their R0s in
   // flight (a QP's error flushes its unacknowledged WRs): innocent.
+  // Mapped Store alike (its M1 faulted on the tt_addr, or M2 on an unmapped
+  // entry).
   static constexpr uint64_t kNoRequest = ~uint64_t{0};
-  uint64_t RefusedLoad() const;
+  uint64_t RefusedRequest() const;
   uint64_t DequeuedElement(uint32_t slot) const;
 
  private:
@@ -546,12 +631,18 @@ class Chain {
   // Instance s of this chain's kind, its lap-0 WAIT counts and ENABLE
   // indices set (the values a CN sends for later laps), by role.
   void BuildInstance(uint32_t s, std::vector<fabric::SendWr> (&wr)[3], fabric::RecvWr* rr) const;
-  // The R half every non-Load kind shares (R0 notification, R1, R2, R3).
+  // Mapped Store's C_w instance (lane w, instance s).
+  void BuildGate(uint32_t w, uint32_t s, std::vector<fabric::SendWr>* c) const;
+  // The R half the one-request kinds share (R0 notification, R1, R2, R3).
   void BuildNotify(uint32_t s, std::vector<fabric::SendWr>* r) const;
   uint64_t faa_addr(uint32_t s) const { return scratch_ + 8ull * s; }
   uint64_t ta_addr(uint32_t s) const { return scratch_ + 8ull * (geo_.slots + s); }
   uint64_t chk_addr(uint32_t s) const { return scratch_ + 8ull * (2 * geo_.slots + s); }
   uint64_t snap_addr(uint32_t s) const { return scratch_ + 8ull * (3 * geo_.slots + s); }
+  // Mapped Store: 16 zero bytes (T's source) and the BE word holding their
+  // address (M3's source: what R0 sends from).
+  uint64_t zeros_addr() const { return scratch_ + 32ull * geo_.slots; }
+  uint64_t notify_src_addr() const { return zeros_addr() + 16; }
 
   OdrpMetadata* mn_ = nullptr;
   const CnTable* cn_ = nullptr;
@@ -575,7 +666,7 @@ class Chain {
 };
 
 // The CN end of one chain. Up to geometry().lanes requests in flight (one for
-// every kind but Load; the re-arm lag relies on it: request n is sent only
+// Unmapped Store and Invalidate; the re-arm lag relies on it: request n is sent only
 // after reply n - lanes arrived); requests are numbered 0, 1, ... by the
 // client, and replies come back in that order.
 class ChainClient {
@@ -634,7 +725,7 @@ class ChainClient {
   static Task<void> Deadline(fabric::Runtime* rt, fabric::Qp* qp,
                              std::shared_ptr<chain::ReplyDeadline> d, Ps timeout,
                              LivenessCheck alive);
-  // Waits for a free place in the window (Load), writes request next_'s
+  // Waits for a free place in the window (Load, Mapped Store), writes request next_'s
   // header into its buffer, posts the RECV for the reply and the SEND,
   // awaits the reply.
   Task<Status> Invoke(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst_rkey,

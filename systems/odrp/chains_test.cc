@@ -244,6 +244,63 @@ class OdrpChainTest : public SimFixture {
     if (elapsed != nullptr) *elapsed = last - t0;
     return st;
   }
+  // A pipelined Mapped Store chain of CN c with `lanes` lanes and its
+  // client: one header (and reply word) per lane, one source page per store.
+  struct StorePipe {
+    std::unique_ptr<Chain> chain;
+    std::unique_ptr<ChainClient> client;
+    Node* node = nullptr;
+    Mr* mr = nullptr;
+    uint64_t buf = 0;  // [lanes x 128 B headers, padded to 4 KB][kSources x 4 KB sources]
+    static constexpr uint32_t kSources = 16;
+    uint64_t src(uint32_t i) const { return buf + 4096 * (1 + i % kSources); }
+  };
+  std::unique_ptr<StorePipe> MakeStorePipe(Cn* c, uint32_t lanes) {
+    auto p = std::make_unique<StorePipe>();
+    p->node = c->node;
+    const uint64_t bytes = 4096 * (1 + StorePipe::kSources);
+    p->buf = c->node->memory().Alloc(bytes, 4096);
+    p->mr = RegMr(c->node, c->pd, p->buf, bytes);
+    cluster_->RunToCompletion(
+        [](OdrpMetadata* mn, Cn* c, uint32_t lanes, std::unique_ptr<Chain>* out) -> Task<void> {
+          *out = co_await Chain::Create(mn, c->table, ChainKind::kMappedStore, 4 * lanes, lanes);
+        }(odrp_.get(), c, lanes, &p->chain));
+    p->client = std::make_unique<ChainClient>(c->node, c->pd, &cluster_->runtime(),
+                                              p->chain->geometry(), p->mr, p->buf);
+    cluster_->Connect(p->client->qp(), p->chain->cn_qp());
+    cluster_->RunToCompletion([](Chain* ch) -> Task<void> { co_await ch->Arm(); }(p->chain.get()));
+    return p;
+  }
+  struct StoreResult {
+    Status st;
+    uint64_t n = 0;         // the request number the client gave it
+    bool in_place = false;  // ok and the MN page held the bytes when the reply came
+  };
+  // Stores Pattern(seeds[i]) (from src(i)) into CN c's swap page pages[i],
+  // all issued at once (the client keeps `lanes` in flight). *elapsed: until
+  // the last returned.
+  std::vector<StoreResult> PipeStores(Cn* c, StorePipe* p, const std::vector<uint64_t>& pages,
+                                      const std::vector<uint32_t>& seeds, Ps* elapsed = nullptr) {
+    std::vector<StoreResult> out(pages.size());
+    const Ps t0 = rt().now();
+    Ps last = t0;
+    for (size_t i = 0; i < pages.size(); ++i) {
+      const uint32_t k = static_cast<uint32_t>(i);
+      p->node->memory().Write(p->src(k), Pattern(seeds[i]).data(), kPageBytes);
+      rt().Spawn([](OdrpChainTest* t, Cn* c, StorePipe* p, uint64_t swap, uint64_t src,
+                    uint32_t seed, StoreResult* r, Ps* last) -> Task<void> {
+        r->st = co_await p->client->MappedStore(TtEntryAddr(c->table->tt_base, swap), src,
+                                                p->mr->lkey(), kTimeout);
+        r->n = p->client->last_request();
+        *last = std::max(*last, t->rt().now());
+        r->in_place =
+            r->st.ok() && t->MnPage(t->odrp_->LoadTtEntry(c->table->cn, swap)) == Pattern(seed);
+      }(this, c, p, pages[i] * kPageBytes, p->src(k), seeds[i], &out[i], &last));
+    }
+    sim().Run();
+    if (elapsed != nullptr) *elapsed = last - t0;
+    return out;
+  }
   // The instance that served a chain's last request.
   static uint32_t LastSlot(const Chain& ch) {
     return static_cast<uint32_t>((ch.requests_taken() - 1) % ch.geometry().slots);
@@ -823,12 +880,15 @@ TEST_F(OdrpChainTest, EveryChainRefusesMisalignedAndOutOfTableAddresses) {
                   : kind == ChainKind::kMappedStore   ? c->mstore_chain.get()
                                                       : c->inval_chain.get();
       EXPECT_EQ(ch->worker_qp()->state(), QpState::kErr) << "refused by the entry's first step";
-      if (kind == ChainKind::kLoad) {
+      if (ChainGeometry::Pipelined(kind)) {
         // R0 runs on the address its lane's ticket zeroed and faults.
+        EXPECT_EQ(ch->RefusedRequest(), ch->requests_taken() - 1) << "the MN names it";
+      }
+      if (kind == ChainKind::kLoad) {
         std::vector<uint8_t> dst(kPageBytes);
         c->node->memory().Read(c->dst(), dst.data(), kPageBytes);
         EXPECT_EQ(dst, std::vector<uint8_t>(kPageBytes, 0xee)) << "nothing was sent to the CN";
-      } else {
+      } else if (kind != ChainKind::kMappedStore) {
         EXPECT_NE(ch->cn_qp()->state(), QpState::kErr) << "nothing was sent to the CN";
       }
       std::vector<uint64_t> after = Snapshot(16);
@@ -917,9 +977,15 @@ TEST_F(OdrpChainTest, OpenGatesNeverMakeAStepConsumeAStaleResult) {
       }
     };
   };
-  c->store->set_tamper(open_gates(6));   // C0..C5
-  c->mstore->set_tamper(open_gates(4));  // C0..C3
-  c->inval->set_tamper(open_gates(8));   // C0..C7
+  c->store->set_tamper(open_gates(6));  // C0..C5
+  // Mapped Store: its L gates only (C1 ENABLE L_w: the whole instance; C2,
+  // C4 WAIT lcq_w: nothing). C4 also gates R0 (which the ticket T guards:
+  // AnEarlyNotificationOfAPipelinedMappedStoreNeverReportsAStoreThatNeverRan).
+  c->mstore->set_tamper([](uint64_t, std::vector<uint64_t>* v) {
+    (*v)[1] = (*v)[3];
+    (*v)[2] = 0;
+  });
+  c->inval->set_tamper(open_gates(8));  // C0..C7
   const MnLayout& lay = odrp_->layout();
   constexpr uint32_t kCycles = 3 * kSlots + 1;
   for (uint32_t i = 0; i < kCycles; ++i) {
@@ -1138,7 +1204,173 @@ TEST_F(OdrpChainTest, AnEarlyInstanceOfAPipelinedLoadChainNeverSendsAStalePage) 
   }
   EXPECT_TRUE(p->chain->Faulted());
   EXPECT_EQ(MnPage(freed), Pattern(82));
-  EXPECT_EQ(p->chain->RefusedLoad(), 13u) << "the MN names the request that faulted";
+  EXPECT_EQ(p->chain->RefusedRequest(), 13u) << "the MN names the request that faulted";
+}
+
+}  // namespace
+}  // namespace dmb::systems::odrp
+
+namespace dmb::systems::odrp {
+namespace {
+
+// Issue 13: several Mapped Stores are inside ONE chain at once. W = 4 lanes
+// behind one R; 16 stores (each its own page and source) issued together
+// keep 4 in flight and take well under 16 one-at-a-time stores; every reply
+// comes only once its page holds the bytes.
+TEST_F(OdrpChainTest, OnePipelinedMappedStoreChainCarriesWStoresAtOnce) {
+  Build(/*pages=*/32);
+  Cn* c = cn(0);
+  for (uint32_t k = 0; k < 16; ++k) ASSERT_TRUE(Store(c, k * kPageBytes, Pattern(k)).ok());
+  auto p = MakeStorePipe(c, 4);
+  const Ps cpu_armed = mn_->cpu().busy_ps();
+  Ps one = 0, all = 0;
+  for (const StoreResult& r : PipeStores(c, p.get(), {0}, {200}, &one)) {
+    ASSERT_TRUE(r.in_place) << r.st.ToString();
+  }
+  std::vector<uint64_t> pages;
+  std::vector<uint32_t> seeds;
+  for (uint32_t k = 0; k < 16; ++k) pages.push_back(k), seeds.push_back(300 + k);
+  const std::vector<StoreResult> rs = PipeStores(c, p.get(), pages, seeds, &all);
+  for (uint32_t k = 0; k < 16; ++k) {
+    EXPECT_TRUE(rs[k].in_place) << "store " << k << ": " << rs[k].st.ToString();
+    EXPECT_EQ(MnPage(odrp_->LoadTtEntry(0, k * kPageBytes)), Pattern(300 + k)) << "page " << k;
+  }
+  std::cout << "[ odrp ] one mapped store " << PsToUs(one)
+            << " us; 16 stores through one 4-lane chain " << PsToUs(all) << " us\n";
+  EXPECT_EQ(p->client->max_in_flight(), 4u) << "the window was full";
+  EXPECT_LT(all, 16 * one / 2) << "16 overlapped stores take far less than 16 stores";
+  EXPECT_EQ(p->chain->requests_taken(), 17u);
+  EXPECT_FALSE(p->chain->Faulted());
+  EXPECT_EQ(mn_->cpu().busy_ps(), cpu_armed) << "no MN CPU after Arm";
+}
+
+// The ticket T on Mapped Store (W = 2, 8 instances). Lap 0 (requests 0..7)
+// leaves a valid source in every R0 (M3). In lap 1 the CN's request 8
+// carries, for instance 13, C_1 values that enable none of 13's L steps and
+// wait for nothing: C_1 releases R up to R0(13) (an ENABLE enables every WQE
+// below its index, so R0(12) too) before M1..M3(13) ran, maybe before
+// M3(12). Their sources are what lap 0's M3 left unless T zeroed them; with
+// T, the first early R0 faults (the attacker's own requests fail); without
+// it (T a NOP) the CN gets request 13's reply while its page still holds
+// the old bytes.
+TEST_F(OdrpChainTest, AnEarlyNotificationOfAPipelinedMappedStoreNeverReportsAStoreThatNeverRan) {
+  Build(/*pages=*/32);
+  Cn* c = cn(0);
+  for (uint32_t k = 0; k < 16; ++k) ASSERT_TRUE(Store(c, k * kPageBytes, Pattern(k)).ok());
+  auto p = MakeStorePipe(c, 2);
+  std::vector<uint64_t> pages;
+  std::vector<uint32_t> seeds;
+  for (uint32_t k = 0; k < 8; ++k) pages.push_back(k), seeds.push_back(100 + k);
+  for (const StoreResult& r : PipeStores(c, p.get(), pages, seeds)) ASSERT_TRUE(r.in_place);
+  const ChainGeometry g = p->chain->geometry();
+  p->client->set_tamper([g](uint64_t n, std::vector<uint64_t>* v) {
+    if (n != 8) return;
+    const uint64_t j = (n + g.slots - g.rearm_lag()) / g.lanes;  // instance 13, lane 1
+    (*v)[1] = (*v)[3] = j * g.l_wrs;  // C1, C3: ENABLE L_1 stops before T(13)
+    (*v)[2] = (*v)[4] = 3 * j;        // C2, C4: WAIT lcq_1 already met
+    (*v)[5] = 0;                      // C5: the gate open
+  });
+  for (uint32_t k = 0; k < 8; ++k) pages[k] = 8 + k, seeds[k] = 200 + k;
+  const std::vector<StoreResult> rs = PipeStores(c, p.get(), pages, seeds);
+  for (const StoreResult& r : rs) {
+    SCOPED_TRACE("request " + std::to_string(r.n));
+    if (r.st.ok()) {
+      EXPECT_TRUE(r.in_place) << "notified of a store whose page does not hold the bytes";
+    }
+    if (r.n >= 13) {
+      EXPECT_FALSE(r.st.ok()) << "an early R0 faulted: no reply from R0(13) on";
+    }
+  }
+  EXPECT_TRUE(p->chain->Faulted());
+  EXPECT_EQ(p->chain->cn_qp()->state(), QpState::kErr) << "an early R0 found 0 and faulted";
+}
+
+// The ticket's second field (M1's tt_addr). On an RNIC that flushes every
+// outstanding RECV when R goes to ERR, the flush completions pass C_w's WAIT
+// on rcq, so a lane whose next C_w instance R1 had enabled would run that
+// instance once more without a request: M1 on the tt_addr, M2 on the page
+// the same slot staged a lap before, over newer bytes. T zeroes the lane's
+// previous instance's M1 tt_addr (an M1 at 0 is refused). The sim flushes
+// RECVs only up to those the MN CPU posted (the first lap), so the replay
+// itself cannot run here; the test checks the invariant (fails with T's
+// second SGE removed): after lap 0 every instance but each lane's last holds
+// tt_addr 0. Then a store after the first lap that names an unmapped entry
+// is refused: its M2 faults, C_w's WAIT for M3 holds R, and the MN names it
+// by the gate's count; nothing else changed.
+TEST_F(OdrpChainTest, AFinishedPipelinedStoreLeavesNoTtAddrToReplay) {
+  Build(/*pages=*/32);
+  Cn* c = cn(0);
+  for (uint32_t k = 0; k < 8; ++k) ASSERT_TRUE(Store(c, k * kPageBytes, Pattern(k)).ok());
+  auto p = MakeStorePipe(c, 2);
+  std::vector<uint64_t> pages;
+  std::vector<uint32_t> seeds;
+  for (uint32_t k = 0; k < 8; ++k) pages.push_back(k), seeds.push_back(100 + k);
+  for (const StoreResult& r : PipeStores(c, p.get(), pages, seeds)) ASSERT_TRUE(r.in_place);
+  const ChainGeometry& g = p->chain->geometry();
+  for (uint32_t s = 0; s < g.slots; ++s) {
+    const uint64_t m1 =
+        p->chain->lane_worker_qp(s % g.lanes)->SendWqeAddr(s / g.lanes * g.l_wrs + 1);
+    uint8_t be[8];
+    mn_->memory().Read(m1 + WqeLayout::kRemoteAddr, be, 8);
+    const uint64_t tt = s + g.lanes >= g.slots ? TtEntryAddr(c->table->tt_base, s * kPageBytes) : 0;
+    EXPECT_EQ(fabric::LoadBe64(be), tt) << "instance " << s << "'s M1 tt_addr";
+  }
+  for (uint32_t k = 0; k < 8; ++k) ASSERT_TRUE(Store(c, k * kPageBytes, Pattern(300 + k)).ok());
+  const std::vector<StoreResult> rs = PipeStores(c, p.get(), {20}, {400});  // unmapped
+  EXPECT_FALSE(rs[0].st.ok());
+  sim().Run();
+  EXPECT_TRUE(p->chain->Faulted());
+  EXPECT_EQ(p->chain->RefusedRequest(), 8u);
+  for (uint32_t k = 0; k < 8; ++k) {
+    EXPECT_EQ(MnPage(odrp_->LoadTtEntry(0, k * kPageBytes)), Pattern(300 + k))
+        << "page " << k << ": a stale store replayed";
+  }
+  EXPECT_EQ(odrp_->LoadTtEntry(0, 20 * kPageBytes), 0u);
+}
+
+// Several stores in flight through one chain (W = 4), one naming an
+// unmapped entry: the MN names that request as the one refused; every other
+// either got its reply with its page in place or was flushed behind the
+// fault, and succeeds when retried on a fresh chain. No entry or queue
+// element changed.
+TEST_F(OdrpChainTest, ARefusedStoreAmongStoresInFlightIsTheOnlyOneRefused) {
+  Build(/*pages=*/32);
+  Cn* c = cn(0);
+  for (uint32_t k = 0; k < 8; ++k) ASSERT_TRUE(Store(c, k * kPageBytes, Pattern(k)).ok());
+  const std::vector<uint64_t> before = Snapshot();
+  auto p = MakeStorePipe(c, 4);
+  std::vector<uint64_t> pages = {0, 1, 2, 3, 4, 20, 5, 6, 7};
+  std::vector<uint32_t> seeds;
+  for (uint32_t k = 0; k < pages.size(); ++k) seeds.push_back(500 + k);
+  const std::vector<StoreResult> rs = PipeStores(c, p.get(), pages, seeds);
+  EXPECT_TRUE(p->chain->Faulted());
+  const uint64_t refused = p->chain->RefusedRequest();
+  std::vector<uint64_t> retry_pages;
+  std::vector<uint32_t> retry_seeds;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    SCOPED_TRACE("store " + std::to_string(i) + " (request " + std::to_string(rs[i].n) + ")");
+    if (pages[i] == 20) {
+      EXPECT_FALSE(rs[i].st.ok());
+      EXPECT_EQ(refused, rs[i].n) << "the MN names the refused store";
+      continue;
+    }
+    EXPECT_NE(refused, rs[i].n);
+    if (rs[i].st.ok()) {
+      EXPECT_TRUE(rs[i].in_place);
+    } else {
+      retry_pages.push_back(pages[i]), retry_seeds.push_back(seeds[i]);
+    }
+  }
+  EXPECT_EQ(Snapshot(), before) << "no TT entry, head, tail or element changed";
+  auto fresh = MakeStorePipe(c, 4);
+  for (const StoreResult& r : PipeStores(c, fresh.get(), retry_pages, retry_seeds)) {
+    EXPECT_TRUE(r.in_place) << r.st.ToString();
+  }
+  for (size_t i = 0; i < pages.size(); ++i) {
+    if (pages[i] != 20) {
+      EXPECT_EQ(MnPage(odrp_->LoadTtEntry(0, pages[i] * kPageBytes)), Pattern(seeds[i])) << i;
+    }
+  }
 }
 
 }  // namespace

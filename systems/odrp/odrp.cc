@@ -118,7 +118,7 @@ Task<std::unique_ptr<Chain>> OdrpMnSide::NewChain(const CnState& cs, ChainKind k
 
 Task<Chain*> OdrpMnSide::OpenChain(uint32_t cn_index, ChainKind kind, fabric::Qp* cn_qp,
                                    uint32_t lanes) {
-  if (lanes == 0 || lanes > kMaxLoadLanes || (kind != ChainKind::kLoad && lanes != 1)) {
+  if (lanes == 0 || lanes > kMaxLoadLanes || (!ChainGeometry::Pipelined(kind) && lanes != 1)) {
     throw std::invalid_argument("odrp: a " + std::string(ChainKindName(kind)) + " chain with " +
                                 std::to_string(lanes) + " lanes");
   }
@@ -152,9 +152,9 @@ Task<ChainReport> OdrpMnSide::RebuildChain(uint32_t cn_index, Chain* old, fabric
   rep.faulted = old->Faulted();
   old->Stop();
   if (kind == ChainKind::kUnmappedStore && l_faulted) co_await RecoverDequeue(*old, &rep);
-  if (kind == ChainKind::kLoad && rep.faulted) {
+  if (ChainGeometry::Pipelined(kind) && rep.faulted) {
     co_await node_->cpu().Work(cost_bookkeeping_);
-    rep.refused_request = old->RefusedLoad();
+    rep.refused_request = old->RefusedRequest();
   }
   rep.entry_mapped = EntryMapped(*cs.table, tt_addr);
   *it = co_await NewChain(cs, kind, cn_qp, old->geometry().lanes);  // old QPs stay in ERR
@@ -272,6 +272,7 @@ OdrpCn::OdrpCn(const Deployment& d, uint32_t cn_index, MnControl* mn, const Knob
       timeout_(static_cast<Ps>(k.Int("reply_timeout_us")) * kPsPerUs),
       chains_per_kind_(static_cast<uint32_t>(k.Int("chains_per_kind"))),
       load_lanes_(static_cast<uint32_t>(k.Int("load_lanes"))),
+      store_lanes_(static_cast<uint32_t>(k.Int("mapped_store_lanes"))),
       swap_pages_(k.Int("swap_pages") > 0 ? static_cast<uint64_t>(k.Int("swap_pages"))
                                           : d.pool_bytes / kPageBytes) {
   if (!mn_) {
@@ -295,18 +296,20 @@ Task<void> OdrpCn::EnsureTable() {
 }
 
 std::unique_ptr<ChainClient> OdrpCn::NewClient(ChainKind kind, uint64_t hdr) const {
-  const uint32_t lanes = kind == ChainKind::kLoad ? load_lanes_ : 1;
+  const uint32_t lanes = LanesOf(kind);
   return std::make_unique<ChainClient>(
       node_, pd_, rt_, ChainGeometry::For(kind, ChainSlots(kind, lanes), lanes), hdr_mr_, hdr);
 }
 
 Task<void> OdrpCn::EnsurePools() {
   if (hdr_mr_) co_return;
-  // chains_per_kind_ headers per one-request kind, load_lanes_ for the Load chain.
-  const uint64_t bytes = ((kChainKinds - 1) * chains_per_kind_ + load_lanes_) * kHdrStride;
+  // chains_per_kind_ headers per one-request kind, one per lane for the
+  // pipelined chains (Mapped Store's replies land in them: remote write).
+  const uint64_t bytes = (2 * chains_per_kind_ + load_lanes_ + store_lanes_) * kHdrStride;
   const uint64_t base = node_->memory().Alloc(bytes, 64);
   node_->memory().Fill(base, 0, bytes);
-  fabric::Mr* mr = co_await node_->RegMr(pd_, base, bytes, fabric::kLocalWrite);
+  fabric::Mr* mr =
+      co_await node_->RegMr(pd_, base, bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
   if (hdr_mr_) co_return;  // another group of this CN got here first
   hdr_mr_ = mr;
   lane_cq_ = node_->CreateCq(4, /*ignore_overrun=*/true);
@@ -323,11 +326,13 @@ Task<OdrpCn::PooledChain*> OdrpCn::OpenPooled(ChainKind kind) {
   auto pc = std::make_unique<PooledChain>();
   pc->kind = kind;
   pc->busy = true;
-  // Headers: [one-request kinds x chains_per_kind_][load_lanes_ for Load's one chain].
-  const uint64_t k = static_cast<uint64_t>(kind);
-  const uint64_t index = kind == ChainKind::kLoad
-                             ? (kChainKinds - 1) * chains_per_kind_
-                             : (k - (k > 0)) * chains_per_kind_ + pool.chains.size();
+  // Headers: [Unmapped Store, Invalidate: chains_per_kind_ each][Load's
+  // load_lanes_][Mapped Store's store_lanes_].
+  const uint64_t index =
+      kind == ChainKind::kLoad ? 2 * chains_per_kind_
+      : kind == ChainKind::kMappedStore
+          ? 2 * chains_per_kind_ + load_lanes_
+          : (kind == ChainKind::kInvalidate) * chains_per_kind_ + pool.chains.size();
   pc->hdr = hdr_mr_->addr() + index * kHdrStride;
   pool.chains.push_back(std::move(pc));  // reserves its header slot
   PooledChain* raw = pool.chains.back().get();
@@ -342,7 +347,7 @@ Task<OdrpCn::PooledChain*> OdrpCn::OpenPooled(ChainKind kind) {
 
 Task<OdrpCn::PooledChain*> OdrpCn::Acquire(ChainKind kind) {
   KindPool& pool = pools_[static_cast<size_t>(kind)];
-  while (kind == ChainKind::kLoad) {  // one pipelined chain, shared
+  while (ChainGeometry::Pipelined(kind)) {  // one pipelined chain, shared
     if (!pool.chains.empty()) {
       PooledChain* pc = pool.chains.front().get();
       if (pc->chain != nullptr && !pc->rebuilding) co_return pc;
@@ -593,31 +598,23 @@ Task<Status> OdrpCn::Access(ChainKind kind, Lane& lane, const Chunk& chunk, uint
   if (lane.broken()) {
     co_return Status(Code::kLaneBroken, "odrp: the lane's request was refused; RecoverLane first");
   }
-  if (kind == ChainKind::kLoad) co_return co_await PipelinedLoad(lane, chunk, local_addr);
-  const uint64_t tt = TtAddr(chunk);
-  PooledChain* pc = co_await Acquire(kind);
-  Status st;  // (gcc 12: no co_await inside a conditional expression)
-  if (kind == ChainKind::kLoad) {
-    st = co_await pc->client->Load(tt, local_addr, lane.group->mr()->rkey(), timeout_);
-  } else {
-    st = co_await pc->client->MappedStore(tt, local_addr, lane.group->lkey(), timeout_);
-  }
-  if (!st.ok()) {
-    const bool timed_out = pc->client->timed_out();
-    co_await Rebuild(*pc, tt);  // the next request of any lane gets a live chain
-    st = Refused(lane, kind, timed_out, st, chunk);
-  }
-  Release(pc);
-  co_return st;
+  co_return co_await Pipelined(kind, lane, chunk, local_addr);
 }
 
-Task<Status> OdrpCn::PipelinedLoad(Lane& lane, const Chunk& chunk, uint64_t local_addr) {
+// Load or Mapped Store through the CN's one pipelined chain of that kind.
+Task<Status> OdrpCn::Pipelined(ChainKind kind, Lane& lane, const Chunk& chunk,
+                               uint64_t local_addr) {
   const uint64_t tt = TtAddr(chunk);
   for (int attempt = 1;; ++attempt) {
-    PooledChain* pc = co_await Acquire(ChainKind::kLoad);
+    PooledChain* pc = co_await Acquire(kind);
     const uint64_t gen = pc->gen;
     ChainClient* client = pc->client.get();  // kept alive by pc->retired across a rebuild
-    const Status st = co_await client->Load(tt, local_addr, lane.group->mr()->rkey(), timeout_);
+    Status st;  // (gcc 12: no co_await inside a conditional expression)
+    if (kind == ChainKind::kLoad) {
+      st = co_await client->Load(tt, local_addr, lane.group->mr()->rkey(), timeout_);
+    } else {
+      st = co_await client->MappedStore(tt, local_addr, lane.group->lkey(), timeout_);
+    }
     if (st.ok()) co_return st;
     // The request whose deadline passed is the one the chain refused (R
     // replies in order: every earlier request was answered); the others were
@@ -630,7 +627,7 @@ Task<Status> OdrpCn::PipelinedLoad(Lane& lane, const Chunk& chunk, uint64_t loca
     // which was (a live chain that timed out refused nothing: as before).
     const bool mine = refused == Chain::kNoRequest ? timed_out : refused == n;
     if (mine || attempt == kFlushRetries) {
-      co_return Refused(lane, ChainKind::kLoad, mine, st, chunk);
+      co_return Refused(lane, kind, mine, st, chunk);
     }
   }
 }
@@ -700,6 +697,10 @@ const SystemInfo kOdrp{
      {"load_lanes", KnobKind::kInt, "16",
       "lanes of the CN's one Load chain: up to that many page loads in flight through it at "
       "once, each lane 2 more offloaded MN QPs (odrp.h \"Chains per CN\")",
+      1, 16},
+     {"mapped_store_lanes", KnobKind::kInt, "16",
+      "lanes of the CN's one Mapped Store chain: up to that many page writes (swap-outs) in "
+      "flight through it at once, each lane 2 more offloaded MN QPs (odrp.h \"Chains per CN\")",
       1, 16},
      {"swap_pages", KnobKind::kInt, "0",
       "swap pages per CN (entries of its translation table); 0: as many as the MN pool has "

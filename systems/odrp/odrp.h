@@ -19,8 +19,10 @@
 // has an RDMA connection to the MNode"). Load: ONE chain per CN, pipelined
 // (chains.h "Pipelining"): load_lanes = W lanes behind one CN-facing R, and
 // the CN keeps up to W loads in flight through it, shared by every lane and
-// access group of the CN (1 + 2W MN QPs). The other kinds (Mapped Store,
-// Unmapped Store, Invalidate) are still a pool per kind of chains that each
+// access group of the CN (1 + 2W MN QPs). Mapped Store alike (chains.h
+// "Pipelining Mapped Store"): ONE chain per CN with mapped_store_lanes = W
+// lanes, carrying every Write (swap-out) of the CN. The other kinds
+// (Unmapped Store, Invalidate) are still a pool per kind of chains that each
 // carry one request at a time (their re-arm lag relies on it): a request
 // takes an idle chain, runs on it and gives it back; the first chain of each
 // kind is opened with the CN's first access group, a request that finds
@@ -35,10 +37,13 @@
 // chain is one more CN-facing QP holding offloaded WRs (cx5 profile: a
 // penalty per WR per such QP), and 6 CNs x 3 kinds x 16 of them cost every
 // chain's WRs more than the extra in-flight swap-outs gain; 2 is within 5%
-// of 1. The
-// bound left at 1: a CN's Mapped Stores (swap-outs) run one at a time
-// (issue 13, open: pipelining Mapped Store as Load, chains.h "Pipelining the
-// other kinds").
+// of 1 (those runs pooled Mapped Store too; it is pipelined now). Mapped
+// Store pipelined, measured (sim, `dmbench micro access --system odrp --op
+// write`, mean): 1 thread 8.27 -> 10.56 us (T, M3's fenced READ, the gcq
+// gate), 24 threads 198 -> 22.2 us (one chain of 16 lanes instead of one
+// request at a time). Still one at a time per CN: Allocs (Unmapped Store)
+// and Frees (Invalidate) (issue 13, open: chains.h "Pipelining the other
+// kinds").
 // Why load_lanes = 16 by default: a lane carries one request at a time and
 // the CN keeps W in flight, so one CN loads at most about W per load latency
 // (6.9 us at 1 thread, sim), until the one R's in-order pipe (R0's 4 KB reply
@@ -71,12 +76,15 @@
 // faulted (while it still holds the chain), so no other lane ever gets a
 // faulted chain.
 //
-// Pipelined Load: a fault of one request flushes every reply R had not had
-// acknowledged, also of requests sent before it. RebuildChain reports the
-// refused request (ChainReport::refused_request, Chain::RefusedLoad); that
-// one gets kAccessDenied and breaks its lane; every other request flushed
-// by the fault retries on the rebuilt chain (at most kFlushRetries times),
-// which the first of them to notice rebuilds once (RebuildShared).
+// Pipelined Load and Mapped Store: a fault of one request flushes every
+// reply R had not had acknowledged, also of requests sent before it (or, for
+// Mapped Store after the first lap, holds them behind the gate). RebuildChain
+// reports the refused request (ChainReport::refused_request,
+// Chain::RefusedRequest); that one gets kAccessDenied and breaks its lane;
+// every other request flushed by the fault retries on the rebuilt chain (at
+// most kFlushRetries times), which the first of them to notice rebuilds once
+// (RebuildShared). A retried store may have landed on the old chain already:
+// it stores the same bytes again (the caller's Write has not returned).
 //
 // Refusals. The chains refuse by faulting (chains.h "Faults"): an unmapped
 // entry, a tt_addr outside the CN's own TT (another CN's chunk) or an empty
@@ -141,10 +149,10 @@ inline const std::vector<std::string> kNeeds = {"cross_channel", "masked_atomics
 
 inline constexpr uint32_t kChainSlots = 4;     // pre-posted instances per one-request chain
 inline constexpr uint32_t kChainKinds = 4;     // ChainKind's values
-inline constexpr uint32_t kMaxLoadLanes = 16;  // knob load_lanes
+inline constexpr uint32_t kMaxLoadLanes = 16;  // knobs load_lanes, mapped_store_lanes
 // Instances of a chain: 4 per lane (Load's lane ring holds 4 instances).
 inline uint32_t ChainSlots(ChainKind kind, uint32_t lanes) {
-  return kind == ChainKind::kLoad ? 4 * lanes : kChainSlots;
+  return ChainGeometry::Pipelined(kind) ? 4 * lanes : kChainSlots;
 }
 
 // What the MN found when it rebuilt a chain.
@@ -154,7 +162,7 @@ struct ChainReport {
   bool queue_empty = false;      // Unmapped Store: its dequeue found the queue empty
   bool pages_available = false;  // after the repair, the next dequeue finds a page
   bool entry_mapped = false;     // the TT entry the CN named is mapped now
-  // Load: the request the old chain refused (Chain::RefusedLoad); the
+  // Load, Mapped Store: the request the old chain refused (Chain::RefusedRequest); the
   // others without a reply were flushed behind it.
   uint64_t refused_request = Chain::kNoRequest;
 };
@@ -187,7 +195,7 @@ class OdrpMnSide : public MnSide {
   // The CN's TT (created once, `swap_pages` entries; later calls return it).
   Task<const CnTable*> ConnectCn(uint32_t cn_index, uint64_t swap_pages);
   // Creates a chain of `kind` for the CN, connects it to `cn_qp` (a fresh
-  // ChainClient's QP) and arms it. `lanes`: Load's W (1..kMaxLoadLanes).
+  // ChainClient's QP) and arms it. `lanes`: Load's or Mapped Store's W (1..kMaxLoadLanes).
   Task<Chain*> OpenChain(uint32_t cn_index, ChainKind kind, fabric::Qp* cn_qp, uint32_t lanes = 1);
   // Replaces `old` (a chain of this CN whose request got no reply) by a fresh
   // one connected to `cn_qp`, repairing the free page queue after a faulted
@@ -306,7 +314,12 @@ class OdrpCn : public CnSide {
                       uint32_t length, uint64_t local_addr);
   // Load on the CN's one pipelined chain: a request flushed behind another's
   // fault retries on the rebuilt chain.
-  Task<Status> PipelinedLoad(Lane& lane, const Chunk& chunk, uint64_t local_addr);
+  Task<Status> Pipelined(ChainKind kind, Lane& lane, const Chunk& chunk, uint64_t local_addr);
+  uint32_t LanesOf(ChainKind kind) const {
+    return kind == ChainKind::kLoad          ? load_lanes_
+           : kind == ChainKind::kMappedStore ? store_lanes_
+                                             : 1;
+  }
   // Rebuilds `pc` once per fault, whichever of its flushed requests comes first.
   // Returns the request the old chain refused (ChainReport::refused_request).
   Task<uint64_t> RebuildShared(PooledChain& pc, uint64_t gen, uint64_t tt_addr);
@@ -326,6 +339,7 @@ class OdrpCn : public CnSide {
   Ps timeout_;
   uint32_t chains_per_kind_;  // knob chains_per_kind (all kinds but Load)
   uint32_t load_lanes_;       // knob load_lanes
+  uint32_t store_lanes_;      // knob mapped_store_lanes
   uint64_t swap_pages_;
   fabric::Pd* pd_ = nullptr;
   const CnTable* table_ = nullptr;

@@ -356,11 +356,113 @@ TEST(Odrp, ARemoteMnIsRefusedWithAClearError) {
   }
 }
 
+// A pipelined chain with one lane (load_lanes = mapped_store_lanes = 1)
+// still serves every lane of the CN: a request that finds the one lane busy
+// waits for it (before, the client refused it as busy, which the CN took for
+// a fault and rebuilt the chain, over and over).
+TEST(Odrp, OneLanePipelinedChainsQueueConcurrentRequests) {
+  TestbedSpec spec = Spec(1, 1 << 20);
+  spec.knobs["load_lanes"] = "1";
+  spec.knobs["mapped_store_lanes"] = "1";
+  Testbed tb(spec);
+  AccessGroup* g = nullptr;
+  std::vector<Chunk> chunks(4);
+  tb.Run([](Testbed& tb, AccessGroup** g, std::vector<Chunk>* chunks) -> Task<void> {
+    *g = co_await tb.cn(0).OpenGroup(4, 4 * kPageBytes);
+    for (auto& c : *chunks) {
+      auto r = co_await tb.cn(0).Alloc(**g);
+      CO_ASSERT_OK(r.status);
+      c = r.value;
+    }
+  }(tb, &g, &chunks));
+  std::vector<Task<void>> lanes;
+  for (size_t l = 0; l < 4; ++l) {
+    lanes.push_back([](Testbed& tb, AccessGroup* g, size_t l, Chunk c) -> Task<void> {
+      CnSide& a = tb.cn(0);
+      const uint64_t buf = g->buffer_addr() + l * kPageBytes;
+      Fill(a, buf, static_cast<uint8_t>(40 + l));
+      CO_ASSERT_OK(co_await a.Write(g->lane(l), c, 0, kPageBytes, buf));
+      a.node()->memory().Fill(buf, 0, kPageBytes);
+      CO_ASSERT_OK(co_await a.Read(g->lane(l), c, 0, kPageBytes, buf));
+      EXPECT_TRUE(Holds(a, buf, static_cast<uint8_t>(40 + l))) << "lane " << l;
+    }(tb, g, l, chunks[l]));
+  }
+  tb.RunAll(std::move(lanes));
+  EXPECT_EQ(Mn(tb).counters().chains_rebuilt, 0u);
+}
+
+// Issue 13, Mapped Store pipelined: lanes 0 and 2 write their own chunks
+// while lane 1 writes another CN's chunk, all through the CN's ONE Mapped
+// Store chain. Only lane 1 gets kAccessDenied (the MN names its request;
+// the others flushed behind the fault retry on the rebuilt chain), the
+// victim's page is untouched and every other write landed.
+TEST(Odrp, ARefusedWriteAmongWritesInFlightBreaksOnlyItsLane) {
+  Testbed tb(Spec(2, 1 << 20));
+  AccessGroup* g = nullptr;
+  std::vector<Chunk> mine(3);
+  Chunk victims;
+  tb.Run([](Testbed& tb, AccessGroup** g, std::vector<Chunk>* mine, Chunk* victims) -> Task<void> {
+    CnSide& a = tb.cn(0);
+    CnSide& v = tb.cn(1);
+    *g = co_await a.OpenGroup(3, 3 * kPageBytes);
+    for (int i = 0; i < 3; ++i) {
+      auto r = co_await a.Alloc(**g);
+      CO_ASSERT_OK(r.status);
+      (*mine)[i] = r.value;
+    }
+    AccessGroup* vg = co_await v.OpenGroup(1, kPageBytes);
+    auto r = co_await v.Alloc(*vg);
+    CO_ASSERT_OK(r.status);
+    *victims = r.value;
+    Fill(v, vg->buffer_addr(), 99);
+    CO_ASSERT_OK(co_await v.Write(vg->lane(0), r.value, 0, kPageBytes, vg->buffer_addr()));
+  }(tb, &g, &mine, &victims));
+  std::vector<Status> got(3);
+  std::vector<Task<void>> writes;
+  for (size_t l = 0; l < 3; ++l) {
+    const Chunk c = l == 1 ? victims : mine[l];
+    writes.push_back([](Testbed& tb, AccessGroup* g, size_t l, Chunk c, Status* st) -> Task<void> {
+      CnSide& a = tb.cn(0);
+      const uint64_t buf = g->buffer_addr() + l * kPageBytes;
+      for (int k = 0; k < 6 && st->ok(); ++k) {
+        Fill(a, buf, static_cast<uint8_t>(20 + 10 * l + k));
+        *st = co_await a.Write(g->lane(l), c, 0, kPageBytes, buf);
+      }
+    }(tb, g, l, c, &got[l]));
+  }
+  tb.RunAll(std::move(writes));
+  EXPECT_EQ(got[1].code(), Code::kAccessDenied) << got[1].ToString();
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_TRUE(got[2].ok()) << got[2].ToString();
+  EXPECT_TRUE(g->lane(1).broken());
+  EXPECT_FALSE(g->lane(0).broken());
+  EXPECT_FALSE(g->lane(2).broken());
+  EXPECT_GE(Mn(tb).counters().chains_rebuilt, 1u);
+  tb.Run([](Testbed& tb, AccessGroup* g, std::vector<Chunk> mine) -> Task<void> {
+    CnSide& a = tb.cn(0);
+    for (size_t l : {size_t{0}, size_t{2}}) {
+      a.node()->memory().Fill(g->buffer_addr(), 0, kPageBytes);
+      CO_ASSERT_OK(co_await a.Read(g->lane(l), mine[l], 0, kPageBytes, g->buffer_addr()));
+      EXPECT_TRUE(Holds(a, g->buffer_addr(), static_cast<uint8_t>(20 + 10 * l + 5))) << l;
+    }
+  }(tb, g, mine));
+  tb.Run([](Testbed& tb, Chunk victims) -> Task<void> {
+    CnSide& v = tb.cn(1);
+    AccessGroup* vg = co_await v.OpenGroup(1, kPageBytes);
+    v.node()->memory().Fill(vg->buffer_addr(), 0, kPageBytes);
+    CO_ASSERT_OK(co_await v.Read(vg->lane(0), victims, 0, kPageBytes, vg->buffer_addr()));
+    EXPECT_TRUE(Holds(v, vg->buffer_addr(), 99)) << "the victim's page was not written";
+  }(tb, victims));
+  auto& cn = dynamic_cast<systems::odrp::OdrpCn&>(tb.cn(0));
+  EXPECT_EQ(cn.chains_of(systems::odrp::ChainKind::kMappedStore), 1u) << "one pipelined chain";
+}
+
 // Issue 13: a CN's chains are shared by all its lanes and groups (odrp.h
 // "Chains per CN"). 12 lanes reading at once go through the CN's ONE
 // pipelined Load chain (load_lanes = 8 in flight), and overlap in it: 12
-// concurrent reads take far less than 12 one-at-a-time reads. The Mapped
-// Store pool grows to chains_per_kind and no further (per-lane chains
+// concurrent reads take far less than 12 one-at-a-time reads. Writes go
+// through the CN's ONE pipelined Mapped Store chain alike; only the
+// one-request kinds would grow a pool up to chains_per_kind (per-lane chains
 // opened 30 chains here).
 TEST(Odrp, OnePoolOfChainsPerCnCarriesEveryLanesRequestsAtOnce) {
   TestbedSpec spec = Spec(1, 4 << 20);
@@ -410,7 +512,7 @@ TEST(Odrp, OnePoolOfChainsPerCnCarriesEveryLanesRequestsAtOnce) {
   auto& cn = dynamic_cast<systems::odrp::OdrpCn&>(tb.cn(0));
   using systems::odrp::ChainKind;
   EXPECT_EQ(cn.chains_of(ChainKind::kLoad), 1u) << "one pipelined Load chain carries them all";
-  EXPECT_EQ(cn.chains_of(ChainKind::kMappedStore), 4u);
+  EXPECT_EQ(cn.chains_of(ChainKind::kMappedStore), 1u) << "one pipelined Mapped Store chain";
   EXPECT_EQ(cn.chains_of(ChainKind::kUnmappedStore), 1u) << "Allocs ran one at a time";
   EXPECT_LE(Mn(tb).counters().chains_opened, 16u) << "at most 4 kinds x chains_per_kind";
   std::cout << "[ odrp ] one read " << PsToUs(one) << " us; 12 lanes' reads at once "
