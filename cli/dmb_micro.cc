@@ -93,36 +93,52 @@ std::vector<std::string> BenchFirst(const CLI::App& app, int argc, char** argv, 
   return args;
 }
 
+// "a bench is required`where`: ..., BENCH one of access, alloc, ..."
+std::string BenchRequired(const CLI::App& app, const std::string& where = "") {
+  return "a bench is required" + where + ": dmb_micro BENCH [options], BENCH one of " +
+         Join(BenchNames(app));
+}
+
 bool IsBenchmarkFlag(std::string_view arg) {
   return arg.starts_with("--benchmark_") || arg == "--v" || arg.starts_with("--v=");
 }
 
-// What CLI11 left over: Google Benchmark's flags, passed on after argv[0];
-// anything else is an error naming the argument (and, for another bench's
-// option, the benches it applies to).
+// Why `arg`, left over by CLI11, is not ours: `bench` the parsed bench
+// (null: none), `before` whether it came before it.
+[[noreturn]] void Reject(const CLI::App& app, const CLI::App* bench, bool by_flag, bool before,
+                         const std::string& arg) {
+  if (!arg.starts_with("-")) {
+    if (!bench) {
+      throw ConfigError("unknown bench '" + arg + "'; known benches: " + Join(BenchNames(app)));
+    }
+    throw ConfigError("unexpected argument \"" + arg + "\"; options start with -- (see --help)");
+  }
+  const std::string flag = arg.substr(0, arg.find('='));
+  std::vector<std::string> takers;
+  for (const CLI::App* b : app.get_subcommands({})) {
+    if (b->get_option_no_throw(flag)) takers.push_back(b->get_name());
+  }
+  if (takers.empty()) throw ConfigError("unknown flag '" + flag + "'; see dmb_micro --help");
+  if (!bench) throw ConfigError(BenchRequired(app, " before " + flag));
+  if (before) {
+    throw ConfigError(flag + " comes after the bench: dmb_micro " + bench->get_name() + " " + flag +
+                      " ...");
+  }
+  throw ConfigError(flag + " does not apply to " + (by_flag ? "--bench " : "") + bench->get_name() +
+                    " (only to " + Join(takers) + "); drop it");
+}
+
+// What CLI11 left over: Google Benchmark's flags (--benchmark_*, --v),
+// passed on after argv[0]; anything else is an error naming the argument
+// (Reject).
 std::vector<std::string> BenchmarkFlags(const CLI::App& app, const CLI::App* bench, bool by_flag) {
   std::vector<std::string> flags;
-  for (const std::string& arg : app.remaining(true)) {
-    if (IsBenchmarkFlag(arg)) {
+  for (const bool before : {true, false}) {
+    if (!before && !bench) break;
+    for (const std::string& arg : before ? app.remaining() : bench->remaining()) {
+      if (!IsBenchmarkFlag(arg)) Reject(app, bench, by_flag, before, arg);
       flags.push_back(arg);
-      continue;
     }
-    if (!arg.starts_with("-")) {
-      if (!bench) {
-        throw ConfigError("unknown bench '" + arg + "'; known benches: " + Join(BenchNames(app)));
-      }
-      throw ConfigError("unexpected argument \"" + arg + "\"; options start with -- (see --help)");
-    }
-    const std::string flag = arg.substr(0, arg.find('='));
-    std::vector<std::string> takers;
-    for (const CLI::App* b : app.get_subcommands({})) {
-      if (b->get_option_no_throw(flag)) takers.push_back(b->get_name());
-    }
-    if (takers.empty() || !bench) {
-      throw ConfigError("unknown flag '" + flag + "'; see dmb_micro --help");
-    }
-    throw ConfigError(flag + " does not apply to " + (by_flag ? "--bench " : "") +
-                      bench->get_name() + " (only to " + Join(takers) + "); drop it");
   }
   return flags;
 }
@@ -172,10 +188,7 @@ int Run(int argc, char** argv) {
   const std::vector<CLI::App*> parsed = app.get_subcommands();
   const CLI::App* bench = parsed.empty() ? nullptr : parsed.front();
   std::vector<std::string> bm_args = BenchmarkFlags(app, bench, by_flag);
-  if (!chosen) {
-    throw ConfigError("a bench is required: dmb_micro BENCH [options], BENCH one of " +
-                      Join(BenchNames(app)));
-  }
+  if (!chosen) throw ConfigError(BenchRequired(app));
   bm_args.insert(bm_args.begin(), argv[0]);
   std::vector<char*> bm_argv;
   for (std::string& a : bm_args) bm_argv.push_back(a.data());

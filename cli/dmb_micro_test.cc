@@ -126,6 +126,20 @@ TEST(DmbMicro, SubcommandAndBenchFlagAreTheSameRun) {
   EXPECT_NE(sub.out.find("bench=alloc,system=rpc_mw,threads=2"), std::string::npos) << sub.out;
 }
 
+// As with the hand-written parser it replaced: a repeated flag takes its
+// last value, every --set adds a knob, and a number means what it says
+// ("010" is ten, not CLI11's octal eight).
+TEST(DmbMicro, RepeatedFlagsAndNumbersMeanWhatTheyDid) {
+  const Outcome o = RunJson(
+      "alloc --system rpc_mw --set mw_type=2 --set granularity=64KB --threads 3 --threads 010 "
+      "--ops 5");
+  ASSERT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_NE(o.out.find("threads=10,"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("granularity=64KB"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("mw_type=2"), std::string::npos) << o.out;
+  EXPECT_EQ(Num(o.out, "count"), 50);
+}
+
 // Every bad flag or value: exit 2, one line on stderr naming the flag.
 TEST(DmbMicro, BadFlagOrValueNamesTheFlag) {
   const std::pair<const char*, const char*> cases[] = {
@@ -148,6 +162,8 @@ TEST(DmbMicro, BadFlagOrValueNamesTheFlag) {
       {"access 24", "unexpected argument \"24\""},
       {"access alloc", "unexpected argument \"alloc\""},
       {"", "a bench is required"},
+      {"--system rpc_mw alloc", "--system comes after the bench: dmb_micro alloc --system"},
+      {"--system rpc_mw", "a bench is required before --system: dmb_micro BENCH [options]"},
       {"--bench", "--bench needs a value"},
       {"acces", "unknown bench 'acces'; known benches: access, alloc"},
   };
