@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -105,6 +106,91 @@ TEST(DmbMicro, BadInputExits2WithTheFix) {
   o = RunMicro("--bench access --frobnicate 1", true);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.out.find("unknown flag '--frobnicate'"), std::string::npos) << o.out;
+}
+
+// Each bench is a subcommand; `--bench B` (what the runner and the commands
+// recorded in results/ write) is the same run.
+TEST(DmbMicro, SubcommandAndBenchFlagAreTheSameRun) {
+  const Outcome sub = RunJson("alloc --system rpc_mw --set mw_type=2 --threads 2 --ops 20");
+  const Outcome flag =
+      RunJson("--ops 20 --bench alloc --threads 2 --system rpc_mw --set mw_type=2");
+  const Outcome first = RunMicro(
+      "--benchmark_format=json alloc --system rpc_mw --set mw_type=2 --threads 2 --ops 20");
+  ASSERT_EQ(sub.exit_code, 0) << sub.out;
+  ASSERT_EQ(flag.exit_code, 0) << flag.out;
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  for (const char* f : {"real_time", "lat_us_p50", "lat_us_p99", "free_lat_us_mean", "count"}) {
+    EXPECT_EQ(Num(sub.out, f), Num(flag.out, f)) << f;
+    EXPECT_EQ(Num(sub.out, f), Num(first.out, f)) << f;
+  }
+  EXPECT_NE(sub.out.find("bench=alloc,system=rpc_mw,threads=2"), std::string::npos) << sub.out;
+}
+
+// As with the hand-written parser it replaced: a repeated flag takes its
+// last value, every --set adds a knob, and a number means what it says
+// ("010" is ten, not CLI11's octal eight).
+TEST(DmbMicro, RepeatedFlagsAndNumbersMeanWhatTheyDid) {
+  const Outcome o = RunJson(
+      "alloc --system rpc_mw --set mw_type=2 --set granularity=64KB --threads 3 --threads 010 "
+      "--ops 5");
+  ASSERT_EQ(o.exit_code, 0) << o.out;
+  EXPECT_NE(o.out.find("threads=10,"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("granularity=64KB"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("mw_type=2"), std::string::npos) << o.out;
+  EXPECT_EQ(Num(o.out, "count"), 50);
+}
+
+// Every bad flag or value: exit 2, one line on stderr naming the flag.
+TEST(DmbMicro, BadFlagOrValueNamesTheFlag) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"alloc --threads x", "--threads: expected an integer in [1, 4096], got \"x\""},
+      {"alloc --threads 0", "--threads: expected an integer in [1, 4096], got \"0\""},
+      {"access --ops 1.5", "--ops: expected an integer in [1, 100000000], got \"1.5\""},
+      {"access --seed 0x10", "--seed: expected an integer"},
+      {"access --mn-cores some", "--mn-cores: expected an integer in [1, 512], got \"some\""},
+      {"access --pool 12QB", "--pool: expected a size like 64B, 4KB, 1MB, 1GB"},
+      {"access --op rw", "--op: expected read or write, got \"rw\""},
+      {"access --profile cx9", "--profile: unknown calibration profile 'cx9'"},
+      {"mw_bind --mw-type 3", "--mw-type: expected 1 or 2, got \"3\""},
+      {"mr_reg --page 1GB", "--page: expected 4KB or 2MB, got \"1GB\""},
+      {"swap --scale 2", "--scale: expected a number in (0, 1], got \"2\""},
+      {"swap --swap-gb -1", "--swap-gb: expected a number > 0, got \"-1\""},
+      {"swap --threads 2", "--threads does not apply to swap (only to access, alloc, kv)"},
+      {"--bench swap --threads 2", "--threads does not apply to --bench swap"},
+      {"access --frobnicate=1", "unknown flag '--frobnicate'"},
+      {"access --system", "--system"},
+      {"access 24", "unexpected argument \"24\""},
+      {"access alloc", "unexpected argument \"alloc\""},
+      {"", "a bench is required"},
+      {"--system rpc_mw alloc", "--system comes after the bench: dmb_micro alloc --system"},
+      {"--system rpc_mw", "a bench is required before --system: dmb_micro BENCH [options]"},
+      {"--bench", "--bench needs a value"},
+      {"acces", "unknown bench 'acces'; known benches: access, alloc"},
+  };
+  for (const auto& [args, says] : cases) {
+    const Outcome o = RunMicro(args, true);
+    EXPECT_EQ(o.exit_code, 2) << args << ": " << o.out;
+    EXPECT_NE(o.out.find(std::string("dmb_micro: error: ")), std::string::npos) << args << o.out;
+    EXPECT_NE(o.out.find(says), std::string::npos) << args << ": " << o.out;
+    EXPECT_EQ(o.out.find('\n'), o.out.size() - 1) << args << ": one line: " << o.out;
+  }
+}
+
+// Google Benchmark's own flags are its to check.
+TEST(DmbMicro, UnknownBenchmarkFlagIsGoogleBenchmarks) {
+  const Outcome o = RunMicro("access --ops 10 --benchmark_nope=1", true);
+  EXPECT_EQ(o.exit_code, 2) << o.out;
+  EXPECT_NE(o.out.find("--benchmark_nope=1"), std::string::npos) << o.out;
+}
+
+TEST(DmbMicro, BenchHelpListsItsOptionsOnly) {
+  const Outcome o = RunMicro("alloc --help");
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  for (const char* f : {"--system", "--set", "--threads", "--batch", "--pool", "--seed"}) {
+    EXPECT_NE(o.out.find(f), std::string::npos) << f << " in\n" << o.out;
+  }
+  EXPECT_EQ(o.out.find("--workload"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("--offload-qps"), std::string::npos) << o.out;
 }
 
 TEST(DmbMicro, HelpExplainsEachBench) {

@@ -291,29 +291,36 @@ MwBindResult MeasureMwBind(const sim::Profile& p, MwType type, uint64_t bytes, i
   return r;
 }
 
-LoadResult RunLoad(const sim::Profile& profile, const LoadSpec& spec, uint64_t seed) {
-  SimCluster cl(seed, profile);
-  Node* mn = AddNode(cl, "mn", 1ull << 30);
-  Buffer mb = MakeBuffer(cl, mn, 64ull << 20);
-  Cq* mcq = mn->CreateCq(16, true);
-  // The offloaded QPs face another node (idle), as the paper's management
-  // QPs face CNs: they count under both readings of the offload penalty
-  // (profile offload_counts_loopback).
-  Node* idle = spec.offloaded_mn_qps > 0 ? AddNode(cl, "offload-peer", 64ull << 20) : nullptr;
+namespace {
+
+// RunLoad's MN-side QPs holding offloaded (cross-channel) WRs. They face
+// another node (idle), as the paper's management QPs face CNs: they count
+// under both readings of the offload penalty (profile
+// offload_counts_loopback).
+void AddOffloadedQps(SimCluster& cl, Node* mn, const Buffer& mb, Cq* mcq, int n) {
+  Node* idle = n > 0 ? AddNode(cl, "offload-peer", 64ull << 20) : nullptr;
   Pd* ipd = idle ? idle->AllocPd() : nullptr;
   Cq* icq = idle ? idle->CreateCq(16, true) : nullptr;
-  for (int i = 0; i < spec.offloaded_mn_qps; ++i) {
+  for (int i = 0; i < n; ++i) {
     Qp* q = MakeQp(mn, mb.pd, mcq, {.cross_channel = true});
     cl.Connect(q, MakeQp(idle, ipd, icq));
   }
-  struct Lane {
-    Qp* qp;
-    Cq* cq;
-    uint64_t local;
-    uint32_t lkey;
-    uint64_t remote;
-  };
-  std::vector<Lane> lanes;
+}
+
+// One CN QP of RunLoad: its slot of the CN's buffer and the MN slot it
+// targets.
+struct LoadLane {
+  Qp* qp;
+  Cq* cq;
+  uint64_t local;
+  uint32_t lkey;
+  uint64_t remote;
+};
+
+// spec.cns CNs with spec.qps_per_cn QPs each, every one connected to the MN.
+std::vector<LoadLane> AddLoadLanes(SimCluster& cl, Node* mn, const Buffer& mb, Cq* mcq,
+                                   const LoadSpec& spec) {
+  std::vector<LoadLane> lanes;
   for (int c = 0; c < spec.cns; ++c) {
     Node* cn = AddNode(cl, "cn" + std::to_string(c));
     const uint64_t per_qp = std::max<uint64_t>(spec.bytes, 64);
@@ -327,39 +334,55 @@ LoadResult RunLoad(const sim::Profile& profile, const LoadSpec& spec, uint64_t s
           {qp, cq, cb.addr + per_qp * q, cb.mr->lkey(), mb.addr + (slot * per_qp) % (60ull << 20)});
     }
   }
+  return lanes;
+}
+
+// s.ops_per_qp WRs on one lane, s.depth outstanding; each WR's latency
+// (post to completion) goes to *lat.
+Task<void> DriveLane(SimCluster& cl, LoadLane l, LoadSpec s, uint32_t rkey, Histogram* lat,
+                     uint64_t* done) {
+  SendWr wr;
+  wr.opcode = s.opcode;
+  wr.sg_list = {{l.local, s.opcode == Opcode::kFetchAndAdd ? 8u : s.bytes, l.lkey}};
+  wr.remote_addr = l.remote;
+  wr.rkey = rkey;
+  wr.compare_add = 1;
+  std::vector<Ps> posted(static_cast<size_t>(s.depth));
+  uint64_t issued = 0, completed = 0;
+  auto post = [&]() {
+    wr.wr_id = issued;
+    posted[issued % posted.size()] = cl.sim().now();
+    if (l.qp->PostSend(wr) != 0) throw std::runtime_error("post failed");
+    ++issued;
+  };
+  while (issued < s.ops_per_qp && issued < static_cast<uint64_t>(s.depth)) post();
+  while (completed < s.ops_per_qp) {
+    const WorkCompletion wc = co_await l.cq->Next();
+    if (wc.status != WcStatus::kSuccess) {
+      throw std::runtime_error("load WR failed: " + std::string(WcStatusName(wc.status)));
+    }
+    lat->Record(cl.sim().now() - posted[wc.wr_id % posted.size()]);
+    ++completed;
+    if (issued < s.ops_per_qp) post();
+  }
+  *done += completed;
+}
+
+}  // namespace
+
+LoadResult RunLoad(const sim::Profile& profile, const LoadSpec& spec, uint64_t seed) {
+  SimCluster cl(seed, profile);
+  Node* mn = AddNode(cl, "mn", 1ull << 30);
+  Buffer mb = MakeBuffer(cl, mn, 64ull << 20);
+  Cq* mcq = mn->CreateCq(16, true);
+  AddOffloadedQps(cl, mn, mb, mcq, spec.offloaded_mn_qps);
+  const std::vector<LoadLane> lanes = AddLoadLanes(cl, mn, mb, mcq, spec);
   Histogram lat;
   uint64_t done = 0;
   const Ps t0 = cl.sim().now();
   const uint64_t e0 = cl.sim().events_executed();
-  for (const Lane& l : lanes) {
-    cl.runtime().Spawn([](SimCluster& cl, Lane l, LoadSpec s, uint32_t rkey, Histogram* lat,
-                          uint64_t* done) -> Task<void> {
-      SendWr wr;
-      wr.opcode = s.opcode;
-      wr.sg_list = {{l.local, s.opcode == Opcode::kFetchAndAdd ? 8u : s.bytes, l.lkey}};
-      wr.remote_addr = l.remote;
-      wr.rkey = rkey;
-      wr.compare_add = 1;
-      std::vector<Ps> posted(static_cast<size_t>(s.depth));
-      uint64_t issued = 0, completed = 0;
-      auto post = [&]() {
-        wr.wr_id = issued;
-        posted[issued % posted.size()] = cl.sim().now();
-        if (l.qp->PostSend(wr) != 0) throw std::runtime_error("post failed");
-        ++issued;
-      };
-      while (issued < s.ops_per_qp && issued < static_cast<uint64_t>(s.depth)) post();
-      while (completed < s.ops_per_qp) {
-        const WorkCompletion wc = co_await l.cq->Next();
-        if (wc.status != WcStatus::kSuccess) {
-          throw std::runtime_error("load WR failed: " + std::string(WcStatusName(wc.status)));
-        }
-        lat->Record(cl.sim().now() - posted[wc.wr_id % posted.size()]);
-        ++completed;
-        if (issued < s.ops_per_qp) post();
-      }
-      *done += completed;
-    }(cl, l, spec, mb.mr->rkey(), &lat, &done));
+  for (const LoadLane& l : lanes) {
+    cl.runtime().Spawn(DriveLane(cl, l, spec, mb.mr->rkey(), &lat, &done));
   }
   cl.sim().Run();
   LoadResult r;

@@ -9,11 +9,24 @@ extern const SystemInfo kFineMem;
 extern const SystemInfo kOneSidedMw;
 extern const SystemInfo kOdrp;
 
-const std::vector<const SystemInfo*>& Registry::All() {
-  static const std::vector<const SystemInfo*> kAll = {
+namespace {
+
+std::vector<const SystemInfo*>& Approaches() {
+  static std::vector<const SystemInfo*> kAll = {
       &kStaticMr, &kFineMr, &kRpcMw, &kFineMem, &kOneSidedMw, &kOdrp,
   };
   return kAll;
+}
+
+}  // namespace
+
+const std::vector<const SystemInfo*>& Registry::All() { return Approaches(); }
+
+void Registry::Add(const SystemInfo* info) {
+  for (const SystemInfo* s : Approaches()) {
+    if (s->name == info->name) throw ConfigError("system '" + info->name + "' exists already");
+  }
+  Approaches().push_back(info);
 }
 
 const SystemInfo& Registry::Get(const std::string& name) {

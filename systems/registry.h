@@ -1,8 +1,11 @@
 // The registry: every approach by name, with its knobs and a factory.
 //
-// Adding an approach: write systems/<name>/ with a `const SystemInfo k<Name>`
-// and add one line to kAll in registry.cc. The conformance and attack suites
-// (tests/) and every CLI command pick it up from here.
+// Adding an approach (README, "Adding an approach touches three files"):
+// write systems/<name>/<name>.cc with a `const SystemInfo k<Name>`, list it in
+// systems/CMakeLists.txt, and add `extern const SystemInfo k<Name>;` and
+// `&k<Name>` to kAll in registry.cc. The conformance and attack suites
+// (tests/) and every CLI command pick it up from here. The worked example,
+// tests/worked_example_test.cc, is a whole approach in one test file.
 #pragma once
 
 #include <functional>
@@ -44,6 +47,10 @@ struct Config {
 class Registry {
  public:
   static const std::vector<const SystemInfo*>& All();
+  // Adds an approach kept outside dmb_systems (a test's, such as the worked
+  // example's), after those of kAll. Call it before anything reads All(), i.e.
+  // from a static initializer; throws ConfigError when the name is taken.
+  static void Add(const SystemInfo* info);
   // Throws ConfigError "unknown system 'x'; known systems: ..." when absent.
   static const SystemInfo& Get(const std::string& name);
   // Validates the config and builds the approach on `d` (not yet started).

@@ -13,7 +13,8 @@
 #                  with its alloc chain, finemem): overrides, moves into
 #                  coroutines; the MN daemon (remote/)
 #   harness, apps, microbench, cli: the Testbed, the KV client, the swap pager,
-#                  the allocation benchmark, the runner and dmbench itself
+#                  the allocation benchmark, the runner, dmb_micro's shared options
+#                  and dmbench itself
 #   tests/         the conformance and attack suites (GoogleTest, every approach)
 # Not systems/odrp/ (being rewritten). Every other file passes too (checked
 # with run-clang-tidy -p build/dev) except fabric/verbs_diff/send_scenarios.cc,
@@ -35,7 +36,7 @@ files=(
   systems/registry.cc systems/rpc_mw/rpc_mw.cc systems/onesided_mw/onesided_mw.cc
   systems/onesided_mw/alloc_chain.cc systems/finemem/finemem.cc systems/remote/mn_daemon.cc
   harness/testbed.cc apps/kvstore/kv_client.cc apps/swap/pager.cc microbench/alloc_bench.cc
-  cli/runner/runner.cc cli/dmbench.cc
+  cli/runner/runner.cc cli/dmb_micro_options.cc cli/dmbench.cc
   tests/conformance_test.cc tests/attack_test.cc
 )
 cd "$root" || exit 1

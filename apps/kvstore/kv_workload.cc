@@ -131,10 +131,47 @@ Task<void> DeletePhase(Shared* sh, KvClient* kv, std::vector<std::string>* inser
   }
 }
 
-Task<void> Client(Shared* sh, KvClient* kv, uint64_t share) {
-  const KvWorkloadSpec& spec = *sh->spec;
+// One measured read of a key this client inserted (ycsbd).
+Task<void> TimedGet(Shared* sh, KvClient* kv, const std::string& k, size_t value_size) {
   KvWorkloadResult& r = *sh->r;
   fabric::Runtime& rt = sh->tb->runtime();
+  const Ps t0 = rt.now();
+  auto g = co_await kv->Get(k);
+  const Ps dt = rt.now() - t0;
+  if (!g.ok()) {
+    Fail(sh, g.status, "get");
+  } else if (!g.value || g.value->size() != value_size) {
+    Fail(sh, Status(systems::Code::kInvalidArgument, "key " + k + " lost"), "get");
+  }
+  r.lat.Record(dt);
+  r.get_lat.Record(dt);
+  ++r.gets;
+}
+
+// One measured insert of *k; the key moves to *inserted when it went in.
+// (A pointer: passed by value, a std::string temporary built in the co_await
+// expression was freed twice under Debian's GCC 12.2.)
+Task<void> TimedPut(Shared* sh, KvClient* kv, std::string* k, const std::string& value,
+                    std::vector<std::string>* inserted) {
+  KvWorkloadResult& r = *sh->r;
+  fabric::Runtime& rt = sh->tb->runtime();
+  const Ps t0 = rt.now();
+  const Status st = co_await kv->Put(*k, value);
+  const Ps dt = rt.now() - t0;
+  if (st.ok()) {
+    inserted->push_back(std::move(*k));
+  } else {
+    Fail(sh, st, "put");
+  }
+  r.lat.Record(dt);
+  r.insert_lat.Record(dt);
+  ++r.inserts;
+}
+
+// A client's workload: phase 1 (the measured inserts, with ycsbd's reads),
+// then phase 2 (deletes) when the workload has one; a barrier after each.
+Task<void> Client(Shared* sh, KvClient* kv, uint64_t share) {
+  const KvWorkloadSpec& spec = *sh->spec;
   const uint32_t p = kv->partition();
   KeyGen gen(sh->opts, p, spec.key_bytes, spec.seed);
   std::mt19937_64 ops_rng = Stream(spec.seed, p, 2);
@@ -151,34 +188,13 @@ Task<void> Client(Shared* sh, KvClient* kv, uint64_t share) {
   }
   co_await Barrier(sh);
   for (uint64_t i = 0; i < share; ++i) {
-    const bool read = ycsbd && !inserted.empty() && (ops_rng() & 1);
-    const Ps t0 = rt.now();
-    if (read) {
-      const std::string& k = inserted[Below(ops_rng, inserted.size())];
-      auto g = co_await kv->Get(k);
-      const Ps dt = rt.now() - t0;
-      if (!g.ok()) {
-        Fail(sh, g.status, "get");
-      } else if (!g.value || g.value->size() != value.size()) {
-        Fail(sh, Status(systems::Code::kInvalidArgument, "key " + k + " lost"), "get");
-      }
-      r.lat.Record(dt);
-      r.get_lat.Record(dt);
-      ++r.gets;
+    if (ycsbd && !inserted.empty() && (ops_rng() & 1)) {
+      co_await TimedGet(sh, kv, inserted[Below(ops_rng, inserted.size())], value.size());
     } else {
       std::string k = ycsbd ? gen.Next() : std::move(fresh[i]);
-      const Status st = co_await kv->Put(k, value);
-      const Ps dt = rt.now() - t0;
-      if (st.ok()) {
-        inserted.push_back(std::move(k));
-      } else {
-        Fail(sh, st, "put");
-      }
-      r.lat.Record(dt);
-      r.insert_lat.Record(dt);
-      ++r.inserts;
+      co_await TimedPut(sh, kv, &k, value, &inserted);
     }
-    ++r.ops;
+    ++sh->r->ops;
     fp.Update();
   }
   co_await Barrier(sh);

@@ -6,21 +6,16 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <ctime>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 
-#include "cli/json.h"
-#include "fabric/sim/profile.h"
-#include "systems/knobs.h"
+#include "cli/runner/micro_command.h"
+#include "cli/runner/results.h"
 
 extern char** environ;
 
@@ -29,96 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-using Row = std::map<std::string, std::string>;
-
-// Metrics taken from the micro program's benchmark entry, then the counts and
-// the virtual time of the measured phase.
-const std::vector<std::string>& MetricCols() {
-  static const std::vector<std::string> c = [] {
-    std::vector<std::string> v = KnownMetrics();
-    v.insert(v.end(), {"alloc_bytes", "threads_total", "count", "failures", "virtual_s"});
-    v.insert(v.end(), {"major_faults", "swap_writes", "segment_allocs", "segment_frees",
-                       "stamp_mismatches", "peak_mapped_bytes", "working_set_pages"});
-    return v;
-  }();
-  return c;
-}
-
-// Defaults per op, filled into every point (so a point file says everything).
-const std::map<std::string, std::map<std::string, std::string>> kOpDefaults = {
-    {"access", {{"io", "read"}, {"size", "4096"}, {"ops", "2000"}}},
-    {"alloc", {{"ops", "200"}}},
-    {"offload_read", {{"size", "4096"}, {"ops", "1000"}, {"offload_qps", "0"}}},
-    {"mr_reg", {{"size", "4096"}, {"page", "4096"}}},
-    {"kv",
-     {{"workload", "fillsync"}, {"value", "1024"}, {"kv_size", "block"}, {"keys", "1000000"}}},
-    {"mw_bind", {{"size", "4096"}, {"mw_type", "1"}}},
-    {"swap",
-     {{"app", "kmeans"},
-      {"scale", "0.00390625"},
-      {"tasks", "1"},
-      {"local", "0.5"},
-      {"swap_gb", "32"},
-      {"cover", "lazy"}}},
-};
-
-const std::map<std::string, std::string> kFlagOf = {
-    {"threads", "--threads"}, {"cns", "--cns"},     {"mn_cores", "--mn-cores"},
-    {"pool", "--pool"},       {"io", "--op"},       {"size", "--size"},
-    {"ops", "--ops"},         {"batch", "--batch"}, {"offload_qps", "--offload-qps"},
-    {"mw_type", "--mw-type"}, {"page", "--page"},   {"workload", "--workload"},
-    {"value", "--value"},     {"keys", "--keys"},   {"profile", "--profile"},
-    {"kv_size", "--kv-size"}, {"app", "--app"},     {"scale", "--scale"},
-    {"tasks", "--tasks"},     {"local", "--local"}, {"swap_gb", "--swap-gb"},
-    {"cover", "--cover"}};
-
-std::map<std::string, std::string> Params(const Point& p) {
-  auto out = p.params;
-  if (auto it = kOpDefaults.find(p.op); it != kOpDefaults.end()) {
-    for (const auto& [k, v] : it->second) out.emplace(k, v);
-  }
-  if (p.op == "access" || p.op == "alloc" || p.op == "kv") {
-    out.emplace("pool", std::to_string(1ull << 30));
-  }
-  return out;
-}
-
-std::vector<std::string> MicroCommand(const RunOptions& opt, const Point& p,
-                                      const std::string& out_json) {
-  std::vector<std::string> a = {opt.micro_path, "--bench", p.op};
-  if (!p.system.empty()) a.insert(a.end(), {"--system", p.system});
-  for (const auto& [k, v] : p.knobs) a.insert(a.end(), {"--set", k + "=" + v});
-  for (const auto& [k, v] : Params(p)) {
-    const bool size = k == "pool" || k == "size" || k == "page" || k == "value";
-    const auto flag = kFlagOf.find(k);
-    if (flag == kFlagOf.end()) throw SpecError("internal: no micro flag for parameter " + k);
-    a.insert(a.end(), {flag->second, size ? systems::FormatSize(std::stoull(v)) : v});
-  }
-  a.insert(a.end(), {"--seed", std::to_string(p.seed), "--benchmark_format=json",
-                     "--benchmark_out=" + out_json, "--benchmark_out_format=json"});
-  return a;
-}
-
-std::string Hex(uint64_t v) { return fmt::format("{:016x}", v); }
-
-using dmb::cli::JsonString;
-
-std::string JsonMap(const std::map<std::string, std::string>& m) {
-  std::string o = "{";
-  for (const auto& [k, v] : m)
-    o += (o.size() > 1 ? ", " : "") + JsonString(k) + ": " + JsonString(v);
-  return o + "}";
-}
-
-void WriteAtomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path);
-}
 
 std::string Slurp(const fs::path& p) {
   std::ifstream in(p);
@@ -134,209 +39,6 @@ std::string LastLine(const fs::path& p) {
     if (!line.empty()) last = line;
   }
   return last;
-}
-
-// The metrics of the micro program's one benchmark entry.
-std::map<std::string, double> ParseMicroJson(const fs::path& p) {
-  const YAML::Node root = YAML::LoadFile(p.string());
-  const YAML::Node b = root["benchmarks"];
-  if (!b || !b.IsSequence() || b.size() != 1) {
-    throw std::runtime_error(p.string() + ": expected exactly one benchmark entry");
-  }
-  std::map<std::string, double> m;
-  for (const std::string& k : MetricCols()) {
-    if (b[0][k]) m[k] = b[0][k].as<double>();
-  }
-  const double t = b[0]["real_time"].as<double>();
-  const std::string unit = b[0]["time_unit"] ? b[0]["time_unit"].as<std::string>() : "ns";
-  const double scale = unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9;
-  m["virtual_s"] = t * scale;
-  return m;
-}
-
-std::string PointJson(const Point& p, const std::map<std::string, double>& metrics, double wall_s,
-                      const std::vector<std::string>& cmd) {
-  std::string ms = "{";
-  for (const auto& [k, v] : metrics) {
-    ms += (ms.size() > 1 ? ", " : "") + JsonString(k) + ": " + fmt::format("{:.9g}", v);
-  }
-  ms += "}";
-  std::string c;
-  for (const auto& a : cmd) c += (c.empty() ? "" : " ") + a;
-  return fmt::format(
-      "{{\n  \"id\": {},\n  \"point_hash\": \"{}\",\n  \"op\": {},\n  \"system\": {},\n"
-      "  \"variant\": {},\n  \"seed\": {},\n  \"knobs\": {},\n  \"params\": {},\n"
-      "  \"metrics\": {},\n  \"wall_s\": {:.3f},\n  \"cmd\": {}\n}}\n",
-      JsonString(p.id), Hex(p.hash), JsonString(p.op), JsonString(p.system), JsonString(p.variant),
-      p.seed, JsonMap(p.knobs), JsonMap(Params(p)), ms, wall_s, JsonString(c));
-}
-
-// True when `path` holds this very point's result.
-bool HasResult(const fs::path& path, const Point& p) {
-  if (!fs::exists(path)) return false;
-  try {
-    const YAML::Node n = YAML::LoadFile(path.string());
-    return n["point_hash"] && n["point_hash"].as<std::string>() == Hex(p.hash) && n["metrics"];
-  } catch (const std::exception&) {
-    return false;  // a torn or foreign file: run the point again
-  }
-}
-
-Row RowOf(const Spec& spec, const Point& p, const fs::path& path) {
-  const YAML::Node n = YAML::LoadFile(path.string());
-  const auto params = Params(p);
-  auto get = [&](const char* k) {
-    auto it = params.find(k);
-    return it == params.end() ? std::string() : it->second;
-  };
-  Row r;
-  r["figure"] = spec.name;
-  r["system"] = p.system;
-  r["variant"] = p.variant;
-  r["op"] = p.op;
-  r["io"] = p.op == "access" ? get("io") : "";
-  r["threads"] = get("threads");
-  r["cns"] = get("cns");
-  r["mn_cores"] = get("mn_cores");
-  r["seed"] = std::to_string(p.seed);
-  r["size_bytes"] = get("size");
-  r["offload_qps"] = get("offload_qps");
-  r["mw_type"] = get("mw_type");
-  r["page_bytes"] = get("page");
-  r["workload"] = get("workload");
-  r["value_bytes"] = get("value");
-  r["kv_size"] = get("kv_size");
-  for (const char* k : {"app", "tasks", "local", "scale", "cover"}) r[k] = get(k);
-  r["profile"] = get("profile");
-  std::string knobs;
-  for (const auto& [k, v] : p.knobs) knobs += (knobs.empty() ? "" : ";") + k + "=" + v;
-  r["knobs"] = knobs;
-  for (const auto& kv : n["metrics"]) {
-    r[kv.first.as<std::string>()] = fmt::format("{:.6g}", kv.second.as<double>());
-  }
-  return r;
-}
-
-std::string CsvField(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return o + "\"";
-}
-
-double Mean(const std::vector<const Row*>& rows, const std::string& metric, bool* ok) {
-  double sum = 0;
-  int n = 0;
-  for (const Row* r : rows) {
-    auto it = r->find(metric);
-    if (it == r->end() || it->second.empty()) continue;
-    sum += std::stod(it->second);
-    ++n;
-  }
-  *ok = n > 0;
-  return n ? sum / n : 0;
-}
-
-std::vector<const Row*> Matching(const std::vector<Row>& rows,
-                                 const std::map<std::string, std::string>& match) {
-  std::vector<const Row*> out;
-  for (const Row& r : rows) {
-    bool all = true;
-    for (const auto& [k, v] : match) {
-      auto it = r.find(k);
-      all = all && it != r.end() && it->second == v;
-    }
-    if (all) out.push_back(&r);
-  }
-  return out;
-}
-
-std::string CompareCsv(const Spec& spec, const std::vector<Row>& rows) {
-  std::string out =
-      "figure,label,system,variant,op,threads,param,param_value,metric,paper,ours,ratio,verdict,"
-      "where,note\n";
-  for (const PaperValue& pv : spec.paper) {
-    auto get = [&](const char* k) {
-      auto it = pv.match.find(k);
-      return it == pv.match.end() ? std::string() : it->second;
-    };
-    // Every other match key, joined by ';' (the plots match on all of them).
-    std::string param, param_value;
-    for (const char* k : {"offload_qps", "size_bytes", "mw_type", "page_bytes", "io", "cns",
-                          "mn_cores", "workload", "value_bytes", "kv_size", "alloc_bytes",
-                          "threads_total", "profile", "app", "tasks", "local", "scale", "cover"}) {
-      if (get(k).empty()) continue;
-      param += (param.empty() ? "" : ";") + std::string(k);
-      param_value += (param_value.empty() ? "" : ";") + get(k);
-    }
-    bool ok = false;
-    double ours = Mean(Matching(rows, pv.match), pv.metric, &ok);
-    std::string note;
-    if (ok && !pv.relative_to.empty()) {
-      auto base_match = pv.match;
-      for (const auto& [k, v] : pv.relative_to) base_match[k] = v;
-      if (!pv.relative_to.count("variant") && pv.relative_to.count("system")) {
-        base_match.erase("variant");
-      }
-      bool base_ok = false;
-      const double base = Mean(Matching(rows, base_match), pv.metric, &base_ok);
-      ok = base_ok && base != 0;
-      ours = ok ? ours / base : 0;
-      std::string rel;
-      for (const auto& [k, v] : pv.relative_to) rel += (rel.empty() ? "" : " ") + k + "=" + v;
-      note = "relative to " + rel;
-    }
-    const double ratio = ok && pv.value != 0 ? ours / pv.value : 0;
-    const std::string verdict =
-        !ok ? "no data" : (std::fabs(ratio - 1) <= pv.tolerance ? "hit" : "miss");
-    out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{:.6g},{},{},{},{},{}\n", CsvField(spec.name),
-        CsvField(pv.label), get("system"), get("variant"), get("op"), get("threads"), param,
-        param_value, pv.metric, pv.value, ok ? fmt::format("{:.6g}", ours) : "",
-        ok ? fmt::format("{:.4f}", ratio) : "", verdict, CsvField(pv.where), CsvField(note));
-  }
-  return out;
-}
-
-std::string Shell(const std::string& cmd) {
-  std::string out;
-  if (FILE* f = popen(cmd.c_str(), "r")) {
-    char buf[256];
-    while (fgets(buf, sizeof buf, f)) out += buf;
-    pclose(f);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-
-std::string MetaJson(const Spec& spec, double wall_s) {
-  const std::string dir = fs::absolute(spec.path).parent_path().string();
-  const std::string sha = Shell("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
-  // Dirty: the code or specs differ from the commit (results/ itself does not count).
-  const bool dirty = !Shell("git -C '" + dir +
-                            "' status --porcelain --untracked-files=no -- ':(top)' "
-                            "':(top,exclude)results' 2>/dev/null")
-                          .empty();
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  std::string seeds;
-  for (uint64_t s : spec.seeds) seeds += (seeds.empty() ? "" : ", ") + std::to_string(s);
-  const std::time_t now = std::time(nullptr);
-  char when[32];
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  std::string findings;
-  for (const std::string& f : spec.findings) {
-    findings += (findings.empty() ? "" : ",\n    ") + JsonString(f);
-  }
-  return fmt::format(
-      "{{\n  \"name\": {},\n  \"title\": {},\n  \"source\": {},\n  \"git_sha\": {},\n"
-      "  \"dirty\": {},\n  \"backend\": \"sim\",\n  \"profile\": \"cx5\",\n  \"seeds\": [{}],\n"
-      "  \"calibration_hash\": \"{}\",\n  \"spec_hash\": \"{}\",\n  \"host\": {},\n"
-      "  \"wall_s\": {:.1f},\n  \"generated_at\": \"{}\",\n  \"findings\": [{}]\n}}\n",
-      JsonString(spec.name), JsonString(spec.title), JsonString(spec.source),
-      JsonString(sha.empty() ? "unknown" : sha), dirty ? "true" : "false", seeds,
-      Hex(sim::Profile::ByName("cx5").Hash()), Hex(spec.hash), JsonString(host), wall_s, when,
-      findings.empty() ? "" : "\n    " + findings + "\n  ");
 }
 
 std::string MinutesSeconds(double s) {
@@ -358,23 +60,6 @@ pid_t Spawn(const std::vector<std::string>& args, const fs::path& log) {
   if (rc != 0) throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
   return pid;
 }
-
-}  // namespace
-
-const std::vector<std::string>& CsvColumns() {
-  static const std::vector<std::string> c = [] {
-    std::vector<std::string> v = {"figure",      "system",  "variant",    "op",       "io",
-                                  "threads",     "cns",     "mn_cores",   "seed",     "size_bytes",
-                                  "offload_qps", "mw_type", "page_bytes", "workload", "value_bytes",
-                                  "kv_size",     "app",     "tasks",      "local",    "scale",
-                                  "cover",       "profile", "knobs"};
-    v.insert(v.end(), MetricCols().begin(), MetricCols().end());
-    return v;
-  }();
-  return c;
-}
-
-namespace {
 
 // The points --filter selects (all without one); a filter that selects none
 // is an error naming a few ids.
@@ -435,7 +120,7 @@ void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<con
     while (next < todo.size() && static_cast<int>(running.size()) < std::max(1, opt.jobs)) {
       const Point* p = todo[next++];
       const fs::path out = dir / "points" / (p->id + ".gb.json");
-      Child c{p, MicroCommand(opt, *p, out.string()), Clock::now()};
+      Child c{p, MicroCommand(opt.micro_path, *p, out.string()), Clock::now()};
       running[Spawn(c.cmd, dir / "logs" / (p->id + ".log"))] = c;
     }
     int status = 0;
@@ -456,41 +141,6 @@ void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<con
                MinutesSeconds(eta), ok ? "ok  " : "FAIL", c.p->id, secs, opt.tty ? "" : "\n");
   }
   if (opt.tty && !todo.empty()) fmt::print(stderr, "\n");
-}
-
-// NAME.csv (every point of the spec with a result, in spec order),
-// compare.csv and meta.json.
-void WriteResults(const Spec& spec, const std::vector<Point>& all, const fs::path& dir,
-                  double wall_s) {
-  std::vector<Row> rows;
-  for (const Point& p : all) {
-    const fs::path path = dir / "points" / (p.id + ".json");
-    if (HasResult(path, p)) rows.push_back(RowOf(spec, p, path));
-  }
-  std::string csv;
-  for (const auto& c : CsvColumns()) csv += (csv.empty() ? "" : ",") + c;
-  csv += "\n";
-  for (const Row& r : rows) {
-    std::string line;
-    for (size_t i = 0; i < CsvColumns().size(); ++i) {
-      auto it = r.find(CsvColumns()[i]);
-      line += (i ? "," : "") + CsvField(it == r.end() ? "" : it->second);
-    }
-    csv += line + "\n";
-  }
-  WriteAtomically(dir / (spec.name + ".csv"), csv);
-  WriteAtomically(dir / "compare.csv", CompareCsv(spec, rows));
-  WriteAtomically(dir / "meta.json", MetaJson(spec, wall_s));
-}
-
-// The wall time an earlier run recorded in `meta` (0 when there is none): a
-// run that finds every point done keeps it, since the points it writes out
-// are that run's.
-double EarlierWallSeconds(const fs::path& meta) {
-  std::ifstream in(meta);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t at = text.find("\"wall_s\": ");
-  return at == std::string::npos ? 0.0 : std::strtod(text.c_str() + at + 10, nullptr);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// `dmbench run SPEC`: expands a spec into points, runs each point as its own
-// process (the Google Benchmark program cli/dmb_micro, `jobs` at a
-// time), and leaves under results/<name>/:
+// `dmbench run SPEC`: expands a spec into points (spec.h), runs each point
+// as its own process (the Google Benchmark program cli/dmb_micro, `jobs` at a
+// time; its command line and JSON: micro_command.h), and leaves under
+// results/<name>/ (results.h writes them):
 //   points/<id>.json   one per point: parameters, metrics, wall time. Written
 //                      atomically when the point finishes, so an interrupted
 //                      run resumes where it stopped; a point whose file exists
@@ -40,8 +41,5 @@ struct RunSummary {
 // from every point of the spec that has a result. Throws SpecError when the
 // micro program is missing.
 RunSummary RunSpec(const Spec& spec, const RunOptions& opt);
-
-// The CSV's columns, in order (the plots in plots/ read them by name).
-const std::vector<std::string>& CsvColumns();
 
 }  // namespace dmb::runner

@@ -1,0 +1,111 @@
+// dmb_micro's benches, one CLI11 subcommand each (CLI11's "subcommands in
+// files" pattern): cli/dmb_micro_<bench>.cc declares the bench's options in
+// its Setup function and computes its Report; the option groups several
+// benches share, the validators and the testbed every approach bench builds
+// are here (cli/dmb_micro_options.cc). cli/dmb_micro.cc is the program:
+// the command line, Google Benchmark's flags, the one benchmark entry.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/testbed.h"
+
+namespace dmb::microbench {
+
+// One benchmark entry, computed before it is reported.
+struct Report {
+  std::string name;
+  std::string label;
+  double seconds = 0;  // manual time: virtual seconds of the measured phase
+  std::vector<std::pair<std::string, double>> counters;
+};
+
+// What the parsed bench runs: its subcommand's callback sets it, and main
+// calls it once Google Benchmark has taken its flags (bad input never
+// leaves a half-written JSON document).
+using BenchFn = std::function<Report()>;
+
+void SetupAccess(CLI::App& app, BenchFn* chosen);
+void SetupAlloc(CLI::App& app, BenchFn* chosen);
+void SetupVerbsBenches(CLI::App& app, BenchFn* chosen);  // offload_read, mr_reg, mw_bind
+void SetupKv(CLI::App& app, BenchFn* chosen);
+void SetupSwap(CLI::App& app, BenchFn* chosen);
+
+// --seed, --profile: every bench.
+struct CommonArgs {
+  uint64_t seed = 1;
+  std::string profile = "cx5";
+};
+void AddCommonOptions(CLI::App* bench, CommonArgs* a);
+
+// An approach on the simulated cluster: access, alloc, kv, swap.
+struct BedArgs : CommonArgs {
+  std::string bench;
+  std::string system = "static_mr";
+  std::vector<std::string> sets;
+  int cns = 1;
+  std::string mn_cores = "1";  // N or "unlimited", as given (the label repeats it)
+  std::string pool = "1GB";
+  const CLI::Option* pool_option = nullptr;  // count() > 0: --pool was given
+};
+// --system, --set, --cns, --mn-cores, --pool and the common options.
+// `pool_help` says what the pool is for this bench.
+void AddBedOptions(CLI::App* bench, BedArgs* a, const std::string& pool_help);
+// --threads: CN threads per CN (access, alloc, kv).
+void AddThreadsOption(CLI::App* bench, int* threads);
+// --ops N, measured operations (`what`), default *ops.
+void AddOpsOption(CLI::App* bench, int* ops, const std::string& what);
+// --op read|write (access, offload_read).
+void AddIoOption(CLI::App* bench, std::string* op, const std::string& what);
+
+// The testbed `a` names, its knobs checked against the registry; throws
+// ConfigError ("unknown system 'x'; known systems: ...").
+harness::TestbedSpec BedSpec(const BedArgs& a);
+// "bench=..,system=..,threads=..,cns=..,mn_cores=..,pool=.."
+std::string BedLabel(const BedArgs& a, const harness::TestbedSpec& bed, int threads);
+// ",knobs=K=V,K=V" ("-" for none): the label's last field.
+std::string KnobsLabel(const std::string& knobs);
+
+// Validators. Each says what it expected and what it got (CLI11 puts the
+// flag in front: `--threads: expected an integer in [1, 4096], got "x"`),
+// and the numeric ones hand CLI11 a canonical spelling, so a value means what
+// it meant to the hand-written parser they replace (no octal "010", no
+// "0x10"). Use them with ->transform().
+//
+// An integer in [min, max], read by std::from_chars.
+template <typename T>
+CLI::Validator IntIn(T min, T max) {
+  return CLI::Validator(
+      [min, max](std::string& v) -> std::string {
+        T out{};
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+        if (ec != std::errc() || end != v.data() + v.size() || out < min || out > max) {
+          return "expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                 "], got \"" + v + "\"";
+        }
+        v = std::to_string(out);
+        return {};
+      },
+      "[" + std::to_string(min) + ", " + std::to_string(max) + "]");
+}
+// A number > 0 (upto_one: in (0, 1]), read by std::strtod.
+CLI::Validator Fraction(bool upto_one);
+// One of `choices`: "expected a, b or c, got "v"".
+CLI::Validator OneOf(const std::vector<std::string>& choices);
+// A size systems::ParseSize reads: 64B, 4KB, 1MB, 1GB or a byte count.
+CLI::Validator Size();
+// A calibration profile sim::Profile::ByName knows (cx5, cx5+mn_poll, ...).
+CLI::Validator ProfileName();
+// N in [1, harness::kUnlimitedCores] or "unlimited".
+CLI::Validator MnCores();
+
+// The size a Size()-checked option holds.
+uint64_t SizeOf(const std::string& checked);
+
+}  // namespace dmb::microbench

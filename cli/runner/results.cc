@@ -1,0 +1,279 @@
+#include "cli/runner/results.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <stdexcept>
+
+#include "cli/json.h"
+#include "cli/runner/micro_command.h"
+#include "fabric/sim/profile.h"
+
+namespace dmb::runner {
+namespace {
+
+namespace fs = std::filesystem;
+using Row = std::map<std::string, std::string>;
+
+std::string Hex(uint64_t v) { return fmt::format("{:016x}", v); }
+
+using dmb::cli::JsonString;
+
+std::string JsonMap(const std::map<std::string, std::string>& m) {
+  std::string o = "{";
+  for (const auto& [k, v] : m)
+    o += (o.size() > 1 ? ", " : "") + JsonString(k) + ": " + JsonString(v);
+  return o + "}";
+}
+
+Row RowOf(const Spec& spec, const Point& p, const fs::path& path) {
+  const YAML::Node n = YAML::LoadFile(path.string());
+  const auto params = PointParams(p);
+  auto get = [&](const char* k) {
+    auto it = params.find(k);
+    return it == params.end() ? std::string() : it->second;
+  };
+  Row r;
+  r["figure"] = spec.name;
+  r["system"] = p.system;
+  r["variant"] = p.variant;
+  r["op"] = p.op;
+  r["io"] = p.op == "access" ? get("io") : "";
+  r["threads"] = get("threads");
+  r["cns"] = get("cns");
+  r["mn_cores"] = get("mn_cores");
+  r["seed"] = std::to_string(p.seed);
+  r["size_bytes"] = get("size");
+  r["offload_qps"] = get("offload_qps");
+  r["mw_type"] = get("mw_type");
+  r["page_bytes"] = get("page");
+  r["workload"] = get("workload");
+  r["value_bytes"] = get("value");
+  r["kv_size"] = get("kv_size");
+  for (const char* k : {"app", "tasks", "local", "scale", "cover"}) r[k] = get(k);
+  r["profile"] = get("profile");
+  std::string knobs;
+  for (const auto& [k, v] : p.knobs) knobs += (knobs.empty() ? "" : ";") + k + "=" + v;
+  r["knobs"] = knobs;
+  for (const auto& kv : n["metrics"]) {
+    r[kv.first.as<std::string>()] = fmt::format("{:.6g}", kv.second.as<double>());
+  }
+  return r;
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+double Mean(const std::vector<const Row*>& rows, const std::string& metric, bool* ok) {
+  double sum = 0;
+  int n = 0;
+  for (const Row* r : rows) {
+    auto it = r->find(metric);
+    if (it == r->end() || it->second.empty()) continue;
+    sum += std::stod(it->second);
+    ++n;
+  }
+  *ok = n > 0;
+  return n ? sum / n : 0;
+}
+
+std::vector<const Row*> Matching(const std::vector<Row>& rows,
+                                 const std::map<std::string, std::string>& match) {
+  std::vector<const Row*> out;
+  for (const Row& r : rows) {
+    bool all = true;
+    for (const auto& [k, v] : match) {
+      auto it = r.find(k);
+      all = all && it != r.end() && it->second == v;
+    }
+    if (all) out.push_back(&r);
+  }
+  return out;
+}
+
+std::string CompareCsv(const Spec& spec, const std::vector<Row>& rows) {
+  std::string out =
+      "figure,label,system,variant,op,threads,param,param_value,metric,paper,ours,ratio,verdict,"
+      "where,note\n";
+  for (const PaperValue& pv : spec.paper) {
+    auto get = [&](const char* k) {
+      auto it = pv.match.find(k);
+      return it == pv.match.end() ? std::string() : it->second;
+    };
+    // Every other match key, joined by ';' (the plots match on all of them).
+    std::string param, param_value;
+    for (const char* k : {"offload_qps", "size_bytes", "mw_type", "page_bytes", "io", "cns",
+                          "mn_cores", "workload", "value_bytes", "kv_size", "alloc_bytes",
+                          "threads_total", "profile", "app", "tasks", "local", "scale", "cover"}) {
+      if (get(k).empty()) continue;
+      param += (param.empty() ? "" : ";") + std::string(k);
+      param_value += (param_value.empty() ? "" : ";") + get(k);
+    }
+    bool ok = false;
+    double ours = Mean(Matching(rows, pv.match), pv.metric, &ok);
+    std::string note;
+    if (ok && !pv.relative_to.empty()) {
+      auto base_match = pv.match;
+      for (const auto& [k, v] : pv.relative_to) base_match[k] = v;
+      if (!pv.relative_to.count("variant") && pv.relative_to.count("system")) {
+        base_match.erase("variant");
+      }
+      bool base_ok = false;
+      const double base = Mean(Matching(rows, base_match), pv.metric, &base_ok);
+      ok = base_ok && base != 0;
+      ours = ok ? ours / base : 0;
+      std::string rel;
+      for (const auto& [k, v] : pv.relative_to) rel += (rel.empty() ? "" : " ") + k + "=" + v;
+      note = "relative to " + rel;
+    }
+    const double ratio = ok && pv.value != 0 ? ours / pv.value : 0;
+    const std::string verdict =
+        !ok ? "no data" : (std::fabs(ratio - 1) <= pv.tolerance ? "hit" : "miss");
+    out += fmt::format(
+        "{},{},{},{},{},{},{},{},{},{:.6g},{},{},{},{},{}\n", CsvField(spec.name),
+        CsvField(pv.label), get("system"), get("variant"), get("op"), get("threads"), param,
+        param_value, pv.metric, pv.value, ok ? fmt::format("{:.6g}", ours) : "",
+        ok ? fmt::format("{:.4f}", ratio) : "", verdict, CsvField(pv.where), CsvField(note));
+  }
+  return out;
+}
+
+std::string Shell(const std::string& cmd) {
+  std::string out;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[256];
+    while (fgets(buf, sizeof buf, f)) out += buf;
+    pclose(f);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+std::string MetaJson(const Spec& spec, double wall_s) {
+  const std::string dir = fs::absolute(spec.path).parent_path().string();
+  const std::string sha = Shell("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
+  // Dirty: the code or specs differ from the commit (results/ itself does not count).
+  const bool dirty = !Shell("git -C '" + dir +
+                            "' status --porcelain --untracked-files=no -- ':(top)' "
+                            "':(top,exclude)results' 2>/dev/null")
+                          .empty();
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string seeds;
+  for (uint64_t s : spec.seeds) seeds += (seeds.empty() ? "" : ", ") + std::to_string(s);
+  const std::time_t now = std::time(nullptr);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  std::string findings;
+  for (const std::string& f : spec.findings) {
+    findings += (findings.empty() ? "" : ",\n    ") + JsonString(f);
+  }
+  return fmt::format(
+      "{{\n  \"name\": {},\n  \"title\": {},\n  \"source\": {},\n  \"git_sha\": {},\n"
+      "  \"dirty\": {},\n  \"backend\": \"sim\",\n  \"profile\": \"cx5\",\n  \"seeds\": [{}],\n"
+      "  \"calibration_hash\": \"{}\",\n  \"spec_hash\": \"{}\",\n  \"host\": {},\n"
+      "  \"wall_s\": {:.1f},\n  \"generated_at\": \"{}\",\n  \"findings\": [{}]\n}}\n",
+      JsonString(spec.name), JsonString(spec.title), JsonString(spec.source),
+      JsonString(sha.empty() ? "unknown" : sha), dirty ? "true" : "false", seeds,
+      Hex(sim::Profile::ByName("cx5").Hash()), Hex(spec.hash), JsonString(host), wall_s, when,
+      findings.empty() ? "" : "\n    " + findings + "\n  ");
+}
+
+}  // namespace
+
+void WriteAtomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+  }
+  fs::rename(tmp, path);
+}
+
+std::string PointJson(const Point& p, const std::map<std::string, double>& metrics, double wall_s,
+                      const std::vector<std::string>& cmd) {
+  std::string ms = "{";
+  for (const auto& [k, v] : metrics) {
+    ms += (ms.size() > 1 ? ", " : "") + JsonString(k) + ": " + fmt::format("{:.9g}", v);
+  }
+  ms += "}";
+  std::string c;
+  for (const auto& a : cmd) c += (c.empty() ? "" : " ") + a;
+  return fmt::format(
+      "{{\n  \"id\": {},\n  \"point_hash\": \"{}\",\n  \"op\": {},\n  \"system\": {},\n"
+      "  \"variant\": {},\n  \"seed\": {},\n  \"knobs\": {},\n  \"params\": {},\n"
+      "  \"metrics\": {},\n  \"wall_s\": {:.3f},\n  \"cmd\": {}\n}}\n",
+      JsonString(p.id), Hex(p.hash), JsonString(p.op), JsonString(p.system), JsonString(p.variant),
+      p.seed, JsonMap(p.knobs), JsonMap(PointParams(p)), ms, wall_s, JsonString(c));
+}
+
+// True when `path` holds this very point's result.
+bool HasResult(const fs::path& path, const Point& p) {
+  if (!fs::exists(path)) return false;
+  try {
+    const YAML::Node n = YAML::LoadFile(path.string());
+    return n["point_hash"] && n["point_hash"].as<std::string>() == Hex(p.hash) && n["metrics"];
+  } catch (const std::exception&) {
+    return false;  // a torn or foreign file: run the point again
+  }
+}
+
+const std::vector<std::string>& CsvColumns() {
+  static const std::vector<std::string> c = [] {
+    std::vector<std::string> v = {"figure",      "system",  "variant",    "op",       "io",
+                                  "threads",     "cns",     "mn_cores",   "seed",     "size_bytes",
+                                  "offload_qps", "mw_type", "page_bytes", "workload", "value_bytes",
+                                  "kv_size",     "app",     "tasks",      "local",    "scale",
+                                  "cover",       "profile", "knobs"};
+    v.insert(v.end(), MetricCols().begin(), MetricCols().end());
+    return v;
+  }();
+  return c;
+}
+
+// NAME.csv (every point of the spec with a result, in spec order),
+// compare.csv and meta.json.
+void WriteResults(const Spec& spec, const std::vector<Point>& all, const fs::path& dir,
+                  double wall_s) {
+  std::vector<Row> rows;
+  for (const Point& p : all) {
+    const fs::path path = dir / "points" / (p.id + ".json");
+    if (HasResult(path, p)) rows.push_back(RowOf(spec, p, path));
+  }
+  std::string csv;
+  for (const auto& c : CsvColumns()) csv += (csv.empty() ? "" : ",") + c;
+  csv += "\n";
+  for (const Row& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < CsvColumns().size(); ++i) {
+      auto it = r.find(CsvColumns()[i]);
+      line += (i ? "," : "") + CsvField(it == r.end() ? "" : it->second);
+    }
+    csv += line + "\n";
+  }
+  WriteAtomically(dir / (spec.name + ".csv"), csv);
+  WriteAtomically(dir / "compare.csv", CompareCsv(spec, rows));
+  WriteAtomically(dir / "meta.json", MetaJson(spec, wall_s));
+}
+
+// The wall time an earlier run recorded in `meta` (0 when there is none): a
+// run that finds every point done keeps it, since the points it writes out
+// are that run's.
+double EarlierWallSeconds(const fs::path& meta) {
+  std::ifstream in(meta);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = text.find("\"wall_s\": ");
+  return at == std::string::npos ? 0.0 : std::strtod(text.c_str() + at + 10, nullptr);
+}
+
+}  // namespace dmb::runner
