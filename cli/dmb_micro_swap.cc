@@ -84,14 +84,22 @@ Report RunSwapBench(const SwapArgs& a) {
   const TestbedSpec bed = SwapBed(a, spec);
   Testbed tb(bed);
   const apps::swap::SwapRunResult r = apps::swap::RunSwap(tb, spec);
+  // A failed operation (a segment whose allocation failed loses its
+  // swap-out) means the times are not a working swap system's: the point
+  // fails, naming the failure first, since the corruption follows from it.
+  if (r.failures > 0) {
+    const std::string lost =
+        r.stamp_mismatches == 0 ? ""
+                                : "; then " + std::to_string(r.stamp_mismatches) +
+                                      " swapped-in pages did not hold what was swapped out";
+    throw std::runtime_error(std::to_string(r.failures) +
+                             " swap operations failed, first: " + r.first_failure + lost +
+                             " (an allocation the MN refused: give it more memory with --pool)");
+  }
   if (r.stamp_mismatches > 0) {
     throw std::runtime_error(
         std::to_string(r.stamp_mismatches) +
         " swapped-in pages did not hold what was swapped out; first: " + r.first_mismatch);
-  }
-  if (r.failures > 0) {
-    std::fprintf(stderr, "dmb_micro: warning: %lu failed swap operations, first: %s\n",
-                 static_cast<unsigned long>(r.failures), r.first_failure.c_str());
   }
   Report rep;
   rep.name = "swap";

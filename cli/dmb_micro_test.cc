@@ -415,4 +415,15 @@ TEST(DmbMicroSwap, BadInputExits2WithTheFix) {
   EXPECT_NE(o.out.find("--tasks does not apply to --bench kv"), std::string::npos) << o.out;
 }
 
+// A pool too small for the swapped-out pages: allocations fail, swap-outs are
+// lost, and the point fails naming the refused allocation (never numbers).
+TEST(DmbMicroSwap, AFailedAllocationFailsThePointNamingIt) {
+  const Outcome o = RunMicro(
+      std::string(kSwapSmall) + "--system onesided_mw --set granularity=1MB --pool 1MB", true);
+  EXPECT_NE(o.exit_code, 0) << o.out;
+  EXPECT_NE(o.out.find("swap operations failed, first: alloc of segment"), std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("--pool"), std::string::npos) << o.out;
+}
+
 }  // namespace
