@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -309,7 +310,52 @@ std::string Shell(const std::string& cmd) {
   return out;
 }
 
-std::string MetaJson(const Spec& spec, double wall_s) {
+// A YAML node read from JSON text, written back as JSON: quoted scalars stay
+// strings, plain ones (numbers, true, false, null) stay as they were.
+std::string JsonOf(const YAML::Node& n) {
+  if (n.IsMap()) {
+    std::string o = "{";
+    for (const auto& kv : n) {
+      o += (o.size() > 1 ? ", " : "") + JsonString(kv.first.as<std::string>()) + ": " +
+           JsonOf(kv.second);
+    }
+    return o + "}";
+  }
+  if (n.IsSequence()) {
+    std::string o = "[";
+    for (const auto& e : n) o += (o.size() > 1 ? ", " : "") + JsonOf(e);
+    return o + "]";
+  }
+  if (n.IsNull()) return "null";
+  const std::string v = n.as<std::string>();
+  if (n.Tag() == "?") {  // plain: keep a JSON number or literal as it is
+    if (v == "true" || v == "false") return v;
+    char* end = nullptr;
+    (void)std::strtod(v.c_str(), &end);
+    if (!v.empty() && *end == 0) return v;
+  }
+  return JsonString(v);
+}
+
+// meta_json's members in their order, as JSON text; throws SpecError when it
+// is not a JSON object.
+std::vector<std::pair<std::string, std::string>> ExtraMeta(const std::string& meta_json) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (meta_json.empty()) return out;
+  YAML::Node n;
+  try {
+    n = YAML::Load(meta_json);
+  } catch (const YAML::Exception& e) {
+    throw SpecError(std::string("meta JSON does not parse: ") + e.what());
+  }
+  if (!n.IsMap())
+    throw SpecError("meta JSON must be an object ({\"backend\": ...}), got: " +
+                    meta_json.substr(0, 60));
+  for (const auto& kv : n) out.emplace_back(kv.first.as<std::string>(), JsonOf(kv.second));
+  return out;
+}
+
+std::string MetaJson(const Spec& spec, double wall_s, const std::string& meta_json) {
   const std::string dir = fs::absolute(spec.path).parent_path().string();
   const std::string sha = Shell("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
   // Dirty: the code or specs differ from the commit (results/ itself does not count).
@@ -328,15 +374,34 @@ std::string MetaJson(const Spec& spec, double wall_s) {
   for (const std::string& f : spec.findings) {
     findings += (findings.empty() ? "" : ",\n    ") + JsonString(f);
   }
-  return fmt::format(
-      "{{\n  \"name\": {},\n  \"title\": {},\n  \"source\": {},\n  \"git_sha\": {},\n"
-      "  \"dirty\": {},\n  \"backend\": \"sim\",\n  \"profile\": \"cx5\",\n  \"seeds\": [{}],\n"
-      "  \"calibration_hash\": \"{}\",\n  \"spec_hash\": \"{}\",\n  \"host\": {},\n"
-      "  \"wall_s\": {:.1f},\n  \"generated_at\": \"{}\",\n  \"findings\": [{}]\n}}\n",
-      JsonString(spec.name), JsonString(spec.title), JsonString(spec.source),
-      JsonString(sha.empty() ? "unknown" : sha), dirty ? "true" : "false", seeds,
-      Hex(sim::Profile::ByName("cx5").Hash()), Hex(spec.hash), JsonString(host), wall_s, when,
-      findings.empty() ? "" : "\n    " + findings + "\n  ");
+  std::vector<std::pair<std::string, std::string>> m = {
+      {"name", JsonString(spec.name)},
+      {"title", JsonString(spec.title)},
+      {"source", JsonString(spec.source)},
+      {"git_sha", JsonString(sha.empty() ? "unknown" : sha)},
+      {"dirty", dirty ? "true" : "false"},
+      {"backend", "\"sim\""},
+      {"profile", "\"cx5\""},
+      {"seeds", "[" + seeds + "]"},
+      {"calibration_hash", "\"" + Hex(sim::Profile::ByName("cx5").Hash()) + "\""},
+      {"spec_hash", "\"" + Hex(spec.hash) + "\""},
+      {"host", JsonString(host)},
+      {"wall_s", fmt::format("{:.1f}", wall_s)},
+      {"generated_at", "\"" + std::string(when) + "\""},
+      {"findings", "[" + (findings.empty() ? "" : "\n    " + findings + "\n  ") + "]"}};
+  for (auto& [k, v] : ExtraMeta(meta_json)) {
+    auto it = std::find_if(m.begin(), m.end(), [&](const auto& e) { return e.first == k; });
+    if (it != m.end()) {
+      it->second = v;
+    } else {
+      m.insert(m.end() - 1, {k, v});  // findings stay last
+    }
+  }
+  std::string out = "{\n";
+  for (size_t i = 0; i < m.size(); ++i) {
+    out += "  " + JsonString(m[i].first) + ": " + m[i].second + (i + 1 < m.size() ? ",\n" : "\n");
+  }
+  return out + "}\n";
 }
 
 std::string MinutesSeconds(double s) {
@@ -461,7 +526,7 @@ void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<con
 // NAME.csv (every point of the spec with a result, in spec order),
 // compare.csv and meta.json.
 void WriteResults(const Spec& spec, const std::vector<Point>& all, const fs::path& dir,
-                  double wall_s) {
+                  double wall_s, const std::string& meta_json) {
   std::vector<Row> rows;
   for (const Point& p : all) {
     const fs::path path = dir / "points" / (p.id + ".json");
@@ -480,7 +545,7 @@ void WriteResults(const Spec& spec, const std::vector<Point>& all, const fs::pat
   }
   WriteAtomically(dir / (spec.name + ".csv"), csv);
   WriteAtomically(dir / "compare.csv", CompareCsv(spec, rows));
-  WriteAtomically(dir / "meta.json", MetaJson(spec, wall_s));
+  WriteAtomically(dir / "meta.json", MetaJson(spec, wall_s, meta_json));
 }
 
 // The wall time an earlier run recorded in `meta` (0 when there is none): a
@@ -495,14 +560,45 @@ double EarlierWallSeconds(const fs::path& meta) {
 
 }  // namespace
 
+std::pair<int, int> ParseShard(const std::string& text) {
+  const size_t slash = text.find('/');
+  int i = 0, n = 0;
+  try {
+    size_t used_i = 0, used_n = 0;
+    if (slash != std::string::npos) {
+      i = std::stoi(text.substr(0, slash), &used_i);
+      n = std::stoi(text.substr(slash + 1), &used_n);
+    }
+    if (used_i != slash || used_n != text.size() - slash - 1) n = 0;
+  } catch (const std::exception&) {
+    n = 0;
+  }
+  if (n < 1 || i < 1 || i > n) {
+    throw SpecError("--shard: expected I/N with 1 <= I <= N (the I-th of N machines), got '" +
+                    text + "'");
+  }
+  return {i - 1, n};
+}
+
 RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
   const auto t0 = Clock::now();
-  if (opt.micro_path.empty() || !fs::exists(opt.micro_path)) {
+  if (!opt.collect && (opt.micro_path.empty() || !fs::exists(opt.micro_path))) {
     throw SpecError("the micro program '" + opt.micro_path +
                     "' does not exist; build it (`make release`) or pass --micro PATH");
   }
+  if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count) {
+    throw SpecError(fmt::format("shard {} of {}: expected 0 <= index < count", opt.shard_index,
+                                opt.shard_count));
+  }
+  (void)ExtraMeta(opt.meta_json);  // a bad --meta-json fails before any point runs
   const std::vector<Point> all = Expand(spec);
-  const std::vector<const Point*> selected = SelectPoints(all, opt);
+  std::vector<const Point*> selected;
+  {
+    const std::vector<const Point*> filtered = SelectPoints(all, opt);
+    for (size_t i = 0; i < filtered.size(); ++i) {
+      if (static_cast<int>(i % opt.shard_count) == opt.shard_index) selected.push_back(filtered[i]);
+    }
+  }
   const fs::path dir = fs::path(opt.results_root) / spec.name;
   fs::create_directories(dir / "points");
   fs::create_directories(dir / "logs");
@@ -513,17 +609,26 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
   for (const Point* p : selected) {
     if (!opt.force && HasResult(dir / "points" / (p->id + ".json"), *p)) {
       ++sum.skipped;
+    } else if (opt.collect) {
+      sum.missing.push_back(p->id);
     } else {
       todo.push_back(p);
     }
   }
-  fmt::print(stderr, "{}: {} points ({} to run, {} already done{}), {} job(s) -> {}\n", spec.name,
-             sum.total, todo.size(), sum.skipped, opt.force ? "" : "; --force reruns them",
-             opt.jobs, dir.string());
-  RunPoints(opt, dir, todo, t0, &sum);
+  const std::string shard =
+      opt.shard_count > 1 ? fmt::format(", shard {}/{}", opt.shard_index + 1, opt.shard_count) : "";
+  if (opt.collect) {
+    fmt::print(stderr, "{}: collecting {} points ({} with results, {} missing) in {}\n", spec.name,
+               sum.total, sum.skipped, sum.missing.size(), dir.string());
+  } else {
+    fmt::print(stderr, "{}: {} points{} ({} to run, {} already done{}), {} job(s) -> {}\n",
+               spec.name, sum.total, shard, todo.size(), sum.skipped,
+               opt.force ? "" : "; --force reruns them", opt.jobs, dir.string());
+    RunPoints(opt, dir, todo, t0, &sum);
+  }
   sum.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   const double meta_wall_s = todo.empty() ? EarlierWallSeconds(dir / "meta.json") : sum.wall_s;
-  WriteResults(spec, all, dir, meta_wall_s);
+  WriteResults(spec, all, dir, meta_wall_s, opt.meta_json);
   return sum;
 }
 

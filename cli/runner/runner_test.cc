@@ -222,6 +222,104 @@ TEST_F(RunnerTest, AFailingPointIsNamedWithItsLogAndTheOthersFinish) {
   EXPECT_NE(s.failed[0].find(".log"), std::string::npos);
 }
 
+// ansible/figure.yml's sweep: three machines run one shard each, their
+// points/ are copied into one results/<name>/ and --collect writes the files;
+// the CSV and compare.csv are the ones a run on one machine writes.
+TEST_F(RunnerTest, ShardsRunEachPointOnceAndCollectWritesWhatOneRunWrites) {
+  const fs::path merged = dir_ / "merged" / "fake-fig";
+  fs::create_directories(merged / "points");
+  size_t ran = 0;
+  for (int i = 0; i < 3; ++i) {
+    RunOptions o;
+    o.shard_index = i;
+    o.shard_count = 3;
+    o.micro_path = fake_.string();
+    o.results_root = (dir_ / ("shard" + std::to_string(i))).string();
+    const RunSummary s = RunSpec(LoadSpec(spec_path_.string()), o);
+    EXPECT_EQ(s.total, 2u) << "shard " << i;
+    ran += s.ran;
+    for (const auto& e : fs::directory_iterator(fs::path(o.results_root) / "fake-fig" / "points")) {
+      fs::copy_file(e.path(), merged / "points" / e.path().filename());  // throws on a duplicate
+    }
+  }
+  EXPECT_EQ(ran, 6u);
+  EXPECT_EQ(Invocations(), 6);
+  RunOptions c;
+  c.collect = true;
+  c.results_root = (dir_ / "merged").string();  // no micro program needed
+  const RunSummary s = RunSpec(LoadSpec(spec_path_.string()), c);
+  EXPECT_EQ(s.skipped, 6u);
+  EXPECT_TRUE(s.missing.empty());
+  EXPECT_EQ(Invocations(), 6);  // collect ran nothing
+  (void)Run();                  // the same spec on one machine
+  const std::string csv = Read(merged / "fake-fig.csv");
+  EXPECT_EQ(csv, Read(Out() / "fake-fig.csv"));
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
+  EXPECT_EQ(Read(merged / "compare.csv"), Read(Out() / "compare.csv"));
+}
+
+TEST_F(RunnerTest, ShardsFollowTheFilter) {
+  RunOptions o;
+  o.filter = "alloc-*";
+  o.shard_index = 1;
+  o.shard_count = 2;
+  const RunSummary s = Run(o);
+  EXPECT_EQ(s.total, 2u);  // the 2nd and 4th of the 4 alloc points
+  EXPECT_EQ(Invocations(), 2);
+}
+
+TEST_F(RunnerTest, CollectNamesTheMissingPointsAndRunsNothing) {
+  RunOptions o;
+  o.filter = "alloc-*";
+  (void)Run(o);
+  RunOptions c;
+  c.collect = true;
+  c.micro_path = "/nonexistent/dmb_micro";
+  c.results_root = (dir_ / "results").string();
+  const RunSummary s = RunSpec(LoadSpec(spec_path_.string()), c);
+  EXPECT_EQ(s.skipped, 4u);
+  ASSERT_EQ(s.missing.size(), 2u);
+  EXPECT_EQ(s.missing[0], "offload_read-offload_qps_0-seed1");
+  EXPECT_EQ(Invocations(), 4);
+  const std::string csv = Read(Out() / "fake-fig.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5);  // header + the 4 with results
+}
+
+TEST_F(RunnerTest, MetaJsonMembersReplaceTheRunnersOrJoinThem) {
+  RunOptions o;
+  o.meta_json =
+      R"({"backend": "ibv", "wall_s": 12.5, "hosts": {"mn": ["mn1"], "cn": ["cn1", "cn2"]},)"
+      R"( "mn_cpus": "0", "note": "a \"quoted\" word"})";
+  (void)Run(o);
+  const std::string meta = Read(Out() / "meta.json");
+  EXPECT_NE(meta.find("\"backend\": \"ibv\","), std::string::npos) << meta;
+  EXPECT_EQ(meta.find("\"backend\": \"sim\""), std::string::npos) << meta;
+  EXPECT_NE(meta.find("\"wall_s\": 12.5,"), std::string::npos) << meta;
+  EXPECT_NE(meta.find(R"("hosts": {"mn": ["mn1"], "cn": ["cn1", "cn2"]},)"), std::string::npos)
+      << meta;
+  EXPECT_NE(meta.find(R"("mn_cpus": "0",)"), std::string::npos) << meta;  // a string stays one
+  EXPECT_NE(meta.find(R"("note": "a \"quoted\" word",)"), std::string::npos) << meta;
+  EXPECT_LT(meta.find("\"hosts\""), meta.find("\"findings\""));
+  o.meta_json = "[1, 2]";
+  EXPECT_THROW(Run(o), SpecError);
+  o.meta_json = "{\"backend\": ";
+  EXPECT_THROW(Run(o), SpecError);
+}
+
+TEST(ParseShard, ReadsIOfNAndNamesBadText) {
+  EXPECT_EQ(ParseShard("1/1"), std::make_pair(0, 1));
+  EXPECT_EQ(ParseShard("3/3"), std::make_pair(2, 3));
+  for (const char* bad : {"0/3", "4/3", "3", "1/0", "a/b", "1/3x", "", "-1/3"}) {
+    try {
+      (void)ParseShard(bad);
+      ADD_FAILURE() << bad;
+    } catch (const SpecError& e) {
+      EXPECT_NE(std::string(e.what()).find("expected I/N"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos);
+    }
+  }
+}
+
 TEST_F(RunnerTest, AMissingMicroProgramSaysHowToBuildIt) {
   RunOptions o;
   o.micro_path = "/nonexistent/dmb_micro";
