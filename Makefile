@@ -9,6 +9,12 @@
 #                    regenerate results/README.md (same for every experiments/NAME.yaml:
 #                    make offload-qps, make primitives, make figure-6, make figure-7,
 #                    make alloc-rate, make offload-model; `make figures` runs them all)
+#   make figure-10 BACKEND=sim|ibv INVENTORY=path/to/inventory.ini [FILTER=glob]
+#                    the same on a cluster (ansible/, README "On a real cluster"):
+#                    site.yml prepares the hosts, figure.yml runs the points (sim: dealt
+#                    over the `workers` hosts; ibv: `dmbench mn`/`dmbench cn` on the
+#                    `mn`/`cn` hosts), results/NAME/ on this machine, then the plots;
+#                    ANSIBLE_ARGS="-e dmb_install=ship" etc. go to both playbooks
 #   make calibrate   check every calibration primitive against its source
 #   make bench       simulator speed (simulated WRs per wall second)
 #   make format      clang-format the tree (make test checks it: ctest style.clang_format;
@@ -17,14 +23,15 @@
 # Debian 12 packages used (installed by `make deps` when missing):
 DEB_PACKAGES := build-essential cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev \
                 libyaml-cpp-dev libcli11-dev libfmt-dev clang-format libibverbs-dev \
-                python3 python3-matplotlib python3-pandas flake8 clang-tidy
+                python3 python3-matplotlib python3-pandas flake8 clang-tidy \
+                ansible ansible-lint openssh-server
 
 PRESET ?= dev
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps build release test test-rxe rxe-tier calibrate bench format format-check clean \
-        figures runner-build
+        figures runner-build cluster-args
 
 # Every experiment spec is a target: make figure-10, make offload-qps, ...
 EXPERIMENTS := $(patsubst experiments/%.yaml,%,$(wildcard experiments/*.yaml))
@@ -69,8 +76,24 @@ runner-build: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS) --target dmbench dmb_micro
 
-$(EXPERIMENTS): runner-build
+BACKEND ?=
+INVENTORY ?=
+FILTER ?=
+# BACKEND=...: the inventory is checked before anything is built.
+cluster-args:
+	@case "$(BACKEND)" in sim|ibv) ;; *) echo "BACKEND must be sim or ibv, got '$(BACKEND)'" >&2; exit 2;; esac
+	@[ -n "$(INVENTORY)" ] && [ -f "$(INVENTORY)" ] || { echo "BACKEND=$(BACKEND) needs \
+	INVENTORY=path/to/inventory.ini, an existing file (got '$(INVENTORY)'; see \
+	ansible/inventory.example.ini)" >&2; exit 2; }
+
+$(EXPERIMENTS): $(if $(BACKEND),cluster-args) runner-build
+ifeq ($(BACKEND),)
 	./build/release/cli/dmbench run experiments/$@.yaml --jobs $(JOBS) $(RUN_ARGS)
+else
+	cd ansible && ansible-playbook -i $(abspath $(INVENTORY)) site.yml $(ANSIBLE_ARGS)
+	cd ansible && ansible-playbook -i $(abspath $(INVENTORY)) figure.yml -e figure=$@ \
+	  -e backend=$(BACKEND) $(if $(FILTER),-e 'filter=$(FILTER)') $(ANSIBLE_ARGS)
+endif
 	/usr/bin/python3 plots/$@.py --results results/$@
 	/usr/bin/python3 plots/results_readme.py --results results
 
