@@ -10,6 +10,7 @@
 // line on stderr and never a half-written JSON document.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -151,6 +153,13 @@ Options (each names the benches it applies to; others are an error):
                        (default lazy)
   --trace-dir DIR      swap: trace cache (default $DMB_TRACE_DIR, else
                        ~/.cache/dmbench/traces)
+  --backend sim|ibv    access, alloc: the simulated cluster (default) or real RDMA
+                       devices (times are then wall clock; the CNs run in this
+                       process). An approach whose needs the device lacks
+                       (`dmbench devices`) is not run: exit 77, naming them.
+  --devices D[,D]      access, alloc with ibv: this process's RDMA devices
+  --mn HOST:PORT|spawn access, alloc with ibv: a running `dmbench mn` daemon
+                       (ansible/figure.yml starts one per point), or start one
   --seed N             all: root seed of the simulation (default 1)
   --profile NAME       all: NIC calibration profile (default cx5)
   --help               this text
@@ -163,7 +172,8 @@ real_time = virtual time of the measured phase (mr_reg, mw_bind: the summed
 registrations / binds), the counters above as numeric fields, and label
 "bench=..,system=..,threads=..,...,knobs=K=V,K=V" (knobs last; "-" for none).
 Exit status: 0 ok, 2 bad input (one line on stderr names it and the fix),
-1 the simulation failed.
+1 the simulation failed, 77 skipped: the ibv device lacks what the approach
+needs (one line on stderr: "skipped: needs CAP,...").
 
 Example:
   dmb_micro --bench alloc --system rpc_mw --set mw_type=2 --threads 24 \
@@ -196,7 +206,15 @@ struct Args {
   uint64_t keys = 1000000;            // kv
   uint32_t key_bytes = 16;            // kv
   apps::swap::SwapRunSpec swap;       // swap
+  std::string backend = "sim";        // access, alloc: sim | ibv
+  std::vector<std::string> devices;   // ibv: this process's devices
+  std::string mn;                     // ibv: "" | spawn | HOST:PORT
   std::vector<std::string> given;     // our flags as given, in order
+};
+
+// An ibv point the device cannot run: the capabilities it lacks.
+struct Skipped : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // One benchmark entry, computed before it is reported.
@@ -281,6 +299,9 @@ const std::vector<FlagDef>& Flags() {
       {"--swap-gb", {"swap"}},
       {"--cover", {"swap"}},
       {"--trace-dir", {"swap"}},
+      {"--backend", {"access", "alloc"}},
+      {"--devices", {"access", "alloc"}},
+      {"--mn", {"access", "alloc"}},
       {"--seed", {}},
       {"--profile", {}},
   };
@@ -353,6 +374,16 @@ void Assign(Args* a, const std::string& flag, const std::string& v) {
     a->keys = ParseInt<uint64_t>(flag, v, 1, 100'000'000);
   } else if (flag == "--key-bytes") {
     a->key_bytes = ParseInt<uint32_t>(flag, v, 8, 1024);
+  } else if (flag == "--backend") {
+    a->backend = Choice(flag, v, {"sim", "ibv"});
+  } else if (flag == "--devices") {
+    for (size_t at = 0; at <= v.size();) {
+      const size_t comma = std::min(v.find(',', at), v.size());
+      if (comma > at) a->devices.push_back(v.substr(at, comma - at));
+      at = comma + 1;
+    }
+  } else if (flag == "--mn") {
+    a->mn = v;
   } else {
     AssignSwap(&a->swap, flag, v);
   }
@@ -410,6 +441,9 @@ Args Parse(int argc, char** argv, std::vector<char*>* rest) {
       }
     }
   }
+  if (a.backend == "sim" && (!a.mn.empty() || !a.devices.empty())) {
+    throw ConfigError("--mn and --devices need --backend ibv");
+  }
   if (!a.ops) {
     a.ops = a.bench == "access"         ? 2000
             : a.bench == "alloc"        ? 200
@@ -436,6 +470,18 @@ TestbedSpec BedSpec(const Args& a) {
     bed.mn_cores = ParseInt<int>("--mn-cores", a.mn_cores, 1, kUnlimitedCores);
   }
   bed.pool_bytes = ParseSizeOr("--pool", a.pool);
+  bed.backend = a.backend;
+  bed.devices = a.devices;
+  bed.mn_endpoint = a.mn;
+  if (a.backend == "ibv") {
+    const auto missing = harness::MissingMnCaps(bed);
+    if (!missing.empty()) {
+      std::string caps;
+      for (const auto& c : missing) caps += (caps.empty() ? "" : ",") + c;
+      throw Skipped("needs " + caps + " (" + a.system + " on device " +
+                    (a.devices.empty() ? std::string("the first") : a.devices.front()) + ")");
+    }
+  }
   return bed;
 }
 
@@ -757,6 +803,9 @@ int main(int argc, char** argv) {
     benchmark::Initialize(&bm_argc, rest.data());
     if (benchmark::ReportUnrecognizedArguments(bm_argc, rest.data())) return 2;
     rep = dmb::microbench::Run(args);
+  } catch (const dmb::microbench::Skipped& e) {
+    std::fprintf(stderr, "skipped: %s\n", e.what());
+    return 77;
   } catch (const std::invalid_argument& e) {  // ConfigError, unknown profile
     std::fprintf(stderr, "dmb_micro: error: %s\n", e.what());
     return 2;

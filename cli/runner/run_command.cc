@@ -46,6 +46,15 @@ CLI::App* AddRunCommand(CLI::App& app, RunCommandArgs* a) {
                   "A file holding a JSON object whose members go into meta.json, replacing the "
                   "runner's own (backend, host, wall_s) or added: where the points ran")
       ->check(CLI::ExistingFile);
+  run->add_option("--backend", a->backend,
+                  "sim, or ibv: every point on real RDMA devices (access and alloc points; "
+                  "pass the daemon and devices with --micro-arg); a point the device cannot "
+                  "run is recorded as skipped with the capabilities it lacks")
+      ->check(CLI::IsMember({"sim", "ibv"}))
+      ->capture_default_str();
+  run->add_option("--micro-arg", a->micro_args,
+                  "An argument appended to every micro command, e.g. "
+                  "--micro-arg=--mn=mn1:18515 --micro-arg=--devices=mlx5_0; repeatable");
   return run;
 }
 
@@ -90,6 +99,8 @@ int RunCommand(const RunCommandArgs& a) {
   o.micro_path = a.micro.empty() ? DefaultMicro() : a.micro;
   o.tty = isatty(2);
   o.collect = a.collect;
+  o.backend = a.backend;
+  o.micro_args = a.micro_args;
   RunSummary s;
   try {
     if (!a.shard.empty()) std::tie(o.shard_index, o.shard_count) = ParseShard(a.shard);
@@ -111,6 +122,7 @@ int RunCommand(const RunCommandArgs& a) {
   }
   fmt::print(stderr, "{}: {} ran, {} skipped, {} failed in {:.1f} s -> {}/{}/\n", spec.name, s.ran,
              s.skipped, s.failed.size(), s.wall_s, a.results, spec.name);
+  for (const auto& k : s.skipped_caps) fmt::print(stderr, "  skipped: {}\n", k);
   for (const auto& f : s.failed) fmt::print(stderr, "  failed: {}\n", f);
   return s.failed.empty() ? 0 : 1;
 }

@@ -20,6 +20,8 @@ struct RunCommandArgs {
   std::string shard;                // "I/N"; empty: every point
   bool collect = false;
   std::string meta_json_file;
+  std::string backend = "sim";
+  std::vector<std::string> micro_args;
 };
 
 CLI::App* AddRunCommand(CLI::App& app, RunCommandArgs* args);

@@ -84,9 +84,21 @@ std::map<std::string, std::string> Params(const Point& p) {
   return out;
 }
 
+// The point's identity for `backend`: the spec's hash on the simulator, mixed
+// with the backend's name elsewhere (FNV-1a), so a point done on one backend
+// is not taken as done on another.
+uint64_t PointHash(const Point& p, const std::string& backend) {
+  if (backend == "sim") return p.hash;
+  uint64_t h = p.hash ^ 0xcbf29ce484222325ull;
+  for (char c : "backend=" + backend) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
 std::vector<std::string> MicroCommand(const RunOptions& opt, const Point& p,
                                       const std::string& out_json) {
   std::vector<std::string> a = {opt.micro_path, "--bench", p.op};
+  if (opt.backend != "sim") a.insert(a.end(), {"--backend", opt.backend});
+  a.insert(a.end(), opt.micro_args.begin(), opt.micro_args.end());
   if (!p.system.empty()) a.insert(a.end(), {"--system", p.system});
   for (const auto& [k, v] : p.knobs) a.insert(a.end(), {"--set", k + "=" + v});
   for (const auto& [k, v] : Params(p)) {
@@ -155,8 +167,9 @@ std::map<std::string, double> ParseMicroJson(const fs::path& p) {
   return m;
 }
 
-std::string PointJson(const Point& p, const std::map<std::string, double>& metrics, double wall_s,
-                      const std::vector<std::string>& cmd) {
+std::string PointJson(const Point& p, uint64_t hash, const std::map<std::string, double>& metrics,
+                      double wall_s, const std::vector<std::string>& cmd,
+                      const std::string& skipped = "") {
   std::string ms = "{";
   for (const auto& [k, v] : metrics) {
     ms += (ms.size() > 1 ? ", " : "") + JsonString(k) + ": " + fmt::format("{:.9g}", v);
@@ -167,17 +180,19 @@ std::string PointJson(const Point& p, const std::map<std::string, double>& metri
   return fmt::format(
       "{{\n  \"id\": {},\n  \"point_hash\": \"{}\",\n  \"op\": {},\n  \"system\": {},\n"
       "  \"variant\": {},\n  \"seed\": {},\n  \"knobs\": {},\n  \"params\": {},\n"
-      "  \"metrics\": {},\n  \"wall_s\": {:.3f},\n  \"cmd\": {}\n}}\n",
-      JsonString(p.id), Hex(p.hash), JsonString(p.op), JsonString(p.system), JsonString(p.variant),
-      p.seed, JsonMap(p.knobs), JsonMap(Params(p)), ms, wall_s, JsonString(c));
+      "  \"metrics\": {},{}\n  \"wall_s\": {:.3f},\n  \"cmd\": {}\n}}\n",
+      JsonString(p.id), Hex(hash), JsonString(p.op), JsonString(p.system), JsonString(p.variant),
+      p.seed, JsonMap(p.knobs), JsonMap(Params(p)), ms,
+      skipped.empty() ? "" : "\n  \"skipped\": " + JsonString(skipped) + ",", wall_s,
+      JsonString(c));
 }
 
-// True when `path` holds this very point's result.
-bool HasResult(const fs::path& path, const Point& p) {
+// True when `path` holds this very point's result (`hash`: PointHash's).
+bool HasResult(const fs::path& path, uint64_t hash) {
   if (!fs::exists(path)) return false;
   try {
     const YAML::Node n = YAML::LoadFile(path.string());
-    return n["point_hash"] && n["point_hash"].as<std::string>() == Hex(p.hash) && n["metrics"];
+    return n["point_hash"] && n["point_hash"].as<std::string>() == Hex(hash) && n["metrics"];
   } catch (const std::exception&) {
     return false;  // a torn or foreign file: run the point again
   }
@@ -215,6 +230,7 @@ Row RowOf(const Spec& spec, const Point& p, const fs::path& path) {
   for (const auto& kv : n["metrics"]) {
     r[kv.first.as<std::string>()] = fmt::format("{:.6g}", kv.second.as<double>());
   }
+  if (n["skipped"]) r["skipped"] = n["skipped"].as<std::string>();
   return r;
 }
 
@@ -355,7 +371,7 @@ std::vector<std::pair<std::string, std::string>> ExtraMeta(const std::string& me
   return out;
 }
 
-std::string MetaJson(const Spec& spec, double wall_s, const std::string& meta_json) {
+std::string MetaJson(const Spec& spec, double wall_s, const RunOptions& opt) {
   const std::string dir = fs::absolute(spec.path).parent_path().string();
   const std::string sha = Shell("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
   // Dirty: the code or specs differ from the commit (results/ itself does not count).
@@ -380,7 +396,7 @@ std::string MetaJson(const Spec& spec, double wall_s, const std::string& meta_js
       {"source", JsonString(spec.source)},
       {"git_sha", JsonString(sha.empty() ? "unknown" : sha)},
       {"dirty", dirty ? "true" : "false"},
-      {"backend", "\"sim\""},
+      {"backend", JsonString(opt.backend)},
       {"profile", "\"cx5\""},
       {"seeds", "[" + seeds + "]"},
       {"calibration_hash", "\"" + Hex(sim::Profile::ByName("cx5").Hash()) + "\""},
@@ -389,7 +405,7 @@ std::string MetaJson(const Spec& spec, double wall_s, const std::string& meta_js
       {"wall_s", fmt::format("{:.1f}", wall_s)},
       {"generated_at", "\"" + std::string(when) + "\""},
       {"findings", "[" + (findings.empty() ? "" : "\n    " + findings + "\n  ") + "]"}};
-  for (auto& [k, v] : ExtraMeta(meta_json)) {
+  for (auto& [k, v] : ExtraMeta(opt.meta_json)) {
     auto it = std::find_if(m.begin(), m.end(), [&](const auto& e) { return e.first == k; });
     if (it != m.end()) {
       it->second = v;
@@ -434,6 +450,7 @@ const std::vector<std::string>& CsvColumns() {
                                   "kv_size",     "app",     "tasks",      "local",    "scale",
                                   "cover",       "profile", "knobs"};
     v.insert(v.end(), MetricCols().begin(), MetricCols().end());
+    v.push_back("skipped");  // ibv: "needs CAP,..." for a point the device cannot run
     return v;
   }();
   return c;
@@ -461,16 +478,25 @@ std::vector<const Point*> SelectPoints(const std::vector<Point>& all, const RunO
 
 // One finished child: its point's JSON from the micro program's output, or
 // why it failed (the log's last line, or the output's fault). True if it ran.
-bool FinishPoint(const fs::path& dir, const Point& p, const std::vector<std::string>& cmd,
-                 int status, double secs, RunSummary* sum) {
+bool FinishPoint(const RunOptions& opt, const fs::path& dir, const Point& p,
+                 const std::vector<std::string>& cmd, int status, double secs, RunSummary* sum) {
   const fs::path gb = dir / "points" / (p.id + ".gb.json");
   const fs::path log = dir / "logs" / (p.id + ".log");
   bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   std::string why;
-  if (ok) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77 && opt.backend != "sim") {
+    // The device lacks what the approach needs: a result that says so.
+    std::string reason = LastLine(log);
+    if (reason.rfind("skipped: ", 0) == 0) reason = reason.substr(9);
+    WriteAtomically(dir / "points" / (p.id + ".json"),
+                    PointJson(p, PointHash(p, opt.backend), {}, secs, cmd, reason));
+    ++sum->ran;
+    sum->skipped_caps.push_back(p.id + ": " + reason);
+    ok = true;
+  } else if (ok) {
     try {
       WriteAtomically(dir / "points" / (p.id + ".json"),
-                      PointJson(p, ParseMicroJson(gb), secs, cmd));
+                      PointJson(p, PointHash(p, opt.backend), ParseMicroJson(gb), secs, cmd));
       ++sum->ran;
     } catch (const std::exception& e) {
       ok = false;
@@ -511,7 +537,7 @@ void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<con
     const Child c = it->second;
     running.erase(it);
     const double secs = std::chrono::duration<double>(Clock::now() - c.start).count();
-    const bool ok = FinishPoint(dir, *c.p, c.cmd, status, secs, sum);
+    const bool ok = FinishPoint(opt, dir, *c.p, c.cmd, status, secs, sum);
     ++done;
     const double el = std::chrono::duration<double>(Clock::now() - t0).count();
     const double eta = el / done * (todo.size() - done);
@@ -526,11 +552,11 @@ void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<con
 // NAME.csv (every point of the spec with a result, in spec order),
 // compare.csv and meta.json.
 void WriteResults(const Spec& spec, const std::vector<Point>& all, const fs::path& dir,
-                  double wall_s, const std::string& meta_json) {
+                  double wall_s, const RunOptions& opt) {
   std::vector<Row> rows;
   for (const Point& p : all) {
     const fs::path path = dir / "points" / (p.id + ".json");
-    if (HasResult(path, p)) rows.push_back(RowOf(spec, p, path));
+    if (HasResult(path, PointHash(p, opt.backend))) rows.push_back(RowOf(spec, p, path));
   }
   std::string csv;
   for (const auto& c : CsvColumns()) csv += (csv.empty() ? "" : ",") + c;
@@ -545,7 +571,7 @@ void WriteResults(const Spec& spec, const std::vector<Point>& all, const fs::pat
   }
   WriteAtomically(dir / (spec.name + ".csv"), csv);
   WriteAtomically(dir / "compare.csv", CompareCsv(spec, rows));
-  WriteAtomically(dir / "meta.json", MetaJson(spec, wall_s, meta_json));
+  WriteAtomically(dir / "meta.json", MetaJson(spec, wall_s, opt));
 }
 
 // The wall time an earlier run recorded in `meta` (0 when there is none): a
@@ -586,6 +612,9 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
     throw SpecError("the micro program '" + opt.micro_path +
                     "' does not exist; build it (`make release`) or pass --micro PATH");
   }
+  if (opt.backend != "sim" && opt.backend != "ibv") {
+    throw SpecError("backend: expected sim or ibv, got '" + opt.backend + "'");
+  }
   if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count) {
     throw SpecError(fmt::format("shard {} of {}: expected 0 <= index < count", opt.shard_index,
                                 opt.shard_count));
@@ -607,7 +636,7 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
   sum.total = selected.size();
   std::vector<const Point*> todo;
   for (const Point* p : selected) {
-    if (!opt.force && HasResult(dir / "points" / (p->id + ".json"), *p)) {
+    if (!opt.force && HasResult(dir / "points" / (p->id + ".json"), PointHash(*p, opt.backend))) {
       ++sum.skipped;
     } else if (opt.collect) {
       sum.missing.push_back(p->id);
@@ -628,7 +657,7 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
   }
   sum.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   const double meta_wall_s = todo.empty() ? EarlierWallSeconds(dir / "meta.json") : sum.wall_s;
-  WriteResults(spec, all, dir, meta_wall_s, opt.meta_json);
+  WriteResults(spec, all, dir, meta_wall_s, opt);
   return sum;
 }
 

@@ -37,6 +37,13 @@ struct RunOptions {
   int shard_index = 0;     // 0-based; points i of the selection with i % count == index
   int shard_count = 1;
   bool collect = false;  // run nothing: results from the point files already there
+  // "sim", or "ibv": every point runs on real devices (`dmb_micro --backend
+  // ibv` plus micro_args, e.g. --mn HOST:PORT --devices D). A point's result
+  // counts only for the backend it ran on. A point the device cannot run
+  // (dmb_micro exits 77) is recorded as skipped, with the capabilities it
+  // lacks in the CSV's `skipped` column.
+  std::string backend = "sim";
+  std::vector<std::string> micro_args;  // appended to every micro command
   // A JSON object (text) whose members go into meta.json, replacing the
   // runner's member of the same name (backend, host, wall_s) or added after
   // them: where the points ran (figure.yml's hosts, devices, capabilities).
@@ -47,8 +54,9 @@ struct RunSummary {
   size_t total = 0;  // points selected (after --filter)
   size_t ran = 0;
   size_t skipped = 0;
-  std::vector<std::string> failed;   // "id (see logs/id.log): last line"
-  std::vector<std::string> missing;  // collect: selected points without a result
+  std::vector<std::string> failed;        // "id (see logs/id.log): last line"
+  std::vector<std::string> missing;       // collect: selected points without a result
+  std::vector<std::string> skipped_caps;  // ibv: "id: needs CAP,..." (device lacks them)
   double wall_s = 0;
 };
 

@@ -41,8 +41,10 @@ paper:
 )";
 
 // Answers like dmb_micro: latency = 2 x threads (+1 for rpc_mw), one entry.
-// Appends each invocation to $FAKE_LOG; exits 1 for the system in $FAKE_FAIL.
-const char* kFake = R"(#!/bin/sh
+// Appends each invocation to $FAKE_LOG (its arguments to $FAKE_ARGS if set);
+// exits 1 for the system in $FAKE_FAIL, 77 (skipped) for the one in $FAKE_SKIP.
+const char* kFake = R"SH(#!/bin/sh
+[ -n "$FAKE_ARGS" ] && echo "$*" >> "$FAKE_ARGS"
 out=""; threads=1; sys=none
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -54,10 +56,11 @@ while [ $# -gt 0 ]; do
 done
 echo "$sys $threads" >> "$FAKE_LOG"
 if [ "$sys" = "$FAKE_FAIL" ]; then echo "fake: $sys refused" >&2; exit 1; fi
+if [ "$sys" = "$FAKE_SKIP" ]; then echo "skipped: needs cross_channel ($sys on x)" >&2; exit 77; fi
 extra=0; [ "$sys" = rpc_mw ] && extra=1
 lat=$((2 * threads + extra))
 printf '{"context": {}, "benchmarks": [{"name": "x", "real_time": 5.0, "time_unit": "us", "lat_us_p50": %s, "lat_us_p99": %s, "lat_us_mean": %s, "count": 10}]}\n' $lat $lat $lat > "$out"
-)";
+)SH";
 
 class RunnerTest : public ::testing::Test {
  protected:
@@ -73,6 +76,8 @@ class RunnerTest : public ::testing::Test {
     log_ = dir_ / "invocations.log";
     setenv("FAKE_LOG", log_.c_str(), 1);
     unsetenv("FAKE_FAIL");
+    unsetenv("FAKE_SKIP");
+    unsetenv("FAKE_ARGS");
     spec_path_ = dir_ / "fake-fig.yaml";
     std::ofstream(spec_path_) << kSpec;
   }
@@ -318,6 +323,39 @@ TEST(ParseShard, ReadsIOfNAndNamesBadText) {
       EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos);
     }
   }
+}
+
+// ansible/figure.yml backend=ibv: the micro program gets --backend ibv and the
+// daemon's address; a point the device cannot run is a row that says why; a
+// point done on the simulator is not taken as done on ibv.
+TEST_F(RunnerTest, IbvPointsRunWithTheirArgsAndSkippedOnesSayWhy) {
+  (void)Run();  // the simulator's results
+  EXPECT_EQ(Invocations(), 6);
+  setenv("FAKE_SKIP", "rpc_mw", 1);
+  setenv("FAKE_ARGS", (dir_ / "args.log").c_str(), 1);
+  RunOptions o;
+  o.backend = "ibv";
+  o.micro_args = {"--mn", "mn1:18515"};
+  o.filter = "alloc-*";
+  const RunSummary s = Run(o);
+  EXPECT_EQ(s.ran, 4u);  // none taken from the simulator's run
+  EXPECT_TRUE(s.failed.empty());
+  ASSERT_EQ(s.skipped_caps.size(), 2u);
+  EXPECT_NE(s.skipped_caps[0].find("needs cross_channel"), std::string::npos);
+  EXPECT_NE(Read(dir_ / "args.log").find("--backend ibv --mn mn1:18515"), std::string::npos);
+  const std::string point = Read(Out() / "points" / "alloc-rpc_mw-type2-threads_1-seed1.json");
+  EXPECT_NE(point.find("\"skipped\": \"needs cross_channel (rpc_mw on x)\""), std::string::npos)
+      << point;
+  // The CSV holds the ibv points only: two measured, two skipped with the reason.
+  const std::string csv = Read(Out() / "fake-fig.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5) << csv;
+  EXPECT_NE(csv.find(",skipped\n"), std::string::npos);  // the last column
+  EXPECT_NE(csv.find(",needs cross_channel (rpc_mw on x)\n"), std::string::npos) << csv;
+  EXPECT_NE(Read(Out() / "meta.json").find("\"backend\": \"ibv\""), std::string::npos);
+  EXPECT_EQ(Run(o).ran, 0u);  // resumes: every ibv point is done
+  RunOptions bad;
+  bad.backend = "rdma";
+  EXPECT_THROW(Run(bad), SpecError);
 }
 
 TEST_F(RunnerTest, AMissingMicroProgramSaysHowToBuildIt) {
