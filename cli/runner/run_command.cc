@@ -31,6 +31,9 @@ CLI::App* AddRunCommand(CLI::App& app, RunCommandArgs* a) {
                   "The micro program (default: $DMB_MICRO_PATH, else the dmb_micro beside "
                   "this dmbench)");
   run->add_flag("--validate", a->validate_only, "Only check the spec and list its points");
+  run->add_flag("--points-json", a->points_json,
+                "Only print the selected points (after --filter and --shard) as a JSON array: "
+                "id, op, system, variant, seed, knobs, params (defaults filled in)");
   run->add_option("--param", a->params,
                   "Override a parameter in every run that takes it, e.g. --param keys=1000000 "
                   "(the paper's scale); repeatable");
@@ -91,6 +94,17 @@ int RunCommand(const RunCommandArgs& a) {
     return 0;
   }
   RunOptions o;
+  o.filter = a.filter;
+  if (a.points_json) {
+    try {
+      if (!a.shard.empty()) std::tie(o.shard_index, o.shard_count) = ParseShard(a.shard);
+      fmt::print("{}", PointsJson(spec, o));
+    } catch (const SpecError& e) {
+      fmt::print(stderr, "dmbench run: {}\n", e.what());
+      return 2;
+    }
+    return 0;
+  }
   o.force = a.force;
   o.jobs =
       a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

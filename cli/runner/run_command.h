@@ -22,6 +22,7 @@ struct RunCommandArgs {
   std::string meta_json_file;
   std::string backend = "sim";
   std::vector<std::string> micro_args;
+  bool points_json = false;
 };
 
 CLI::App* AddRunCommand(CLI::App& app, RunCommandArgs* args);

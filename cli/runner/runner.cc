@@ -476,6 +476,16 @@ std::vector<const Point*> SelectPoints(const std::vector<Point>& all, const RunO
   return selected;
 }
 
+// SelectPoints', then every shard_count-th of them from shard_index.
+std::vector<const Point*> SelectShard(const std::vector<Point>& all, const RunOptions& opt) {
+  std::vector<const Point*> out;
+  const std::vector<const Point*> filtered = SelectPoints(all, opt);
+  for (size_t i = 0; i < filtered.size(); ++i) {
+    if (static_cast<int>(i % opt.shard_count) == opt.shard_index) out.push_back(filtered[i]);
+  }
+  return out;
+}
+
 // One finished child: its point's JSON from the micro program's output, or
 // why it failed (the log's last line, or the output's fault). True if it ran.
 bool FinishPoint(const RunOptions& opt, const fs::path& dir, const Point& p,
@@ -586,6 +596,19 @@ double EarlierWallSeconds(const fs::path& meta) {
 
 }  // namespace
 
+std::string PointsJson(const Spec& spec, const RunOptions& opt) {
+  const std::vector<Point> all = Expand(spec);
+  std::string out = "[";
+  for (const Point* p : SelectShard(all, opt)) {
+    out += fmt::format(
+        "{}\n  {{\"id\": {}, \"op\": {}, \"system\": {}, \"variant\": {}, \"seed\": {}, "
+        "\"knobs\": {}, \"params\": {}}}",
+        out.size() > 1 ? "," : "", JsonString(p->id), JsonString(p->op), JsonString(p->system),
+        JsonString(p->variant), p->seed, JsonMap(p->knobs), JsonMap(Params(*p)));
+  }
+  return out + "\n]\n";
+}
+
 std::pair<int, int> ParseShard(const std::string& text) {
   const size_t slash = text.find('/');
   int i = 0, n = 0;
@@ -621,13 +644,7 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
   }
   (void)ExtraMeta(opt.meta_json);  // a bad --meta-json fails before any point runs
   const std::vector<Point> all = Expand(spec);
-  std::vector<const Point*> selected;
-  {
-    const std::vector<const Point*> filtered = SelectPoints(all, opt);
-    for (size_t i = 0; i < filtered.size(); ++i) {
-      if (static_cast<int>(i % opt.shard_count) == opt.shard_index) selected.push_back(filtered[i]);
-    }
-  }
+  const std::vector<const Point*> selected = SelectShard(all, opt);
   const fs::path dir = fs::path(opt.results_root) / spec.name;
   fs::create_directories(dir / "points");
   fs::create_directories(dir / "logs");

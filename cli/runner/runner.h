@@ -66,6 +66,12 @@ struct RunSummary {
 // meta_json that is not a JSON object.
 RunSummary RunSpec(const Spec& spec, const RunOptions& opt);
 
+// The points `opt` selects (--filter, then the shard) as a JSON array, one
+// object per point: id, op, system, variant, seed, knobs and params (every
+// parameter, defaults filled in, as the point's file records them). What
+// ansible/figure.yml backend=ibv starts a daemon for, point by point.
+std::string PointsJson(const Spec& spec, const RunOptions& opt);
+
 // "2/3" (the second of three shards) as {index 1, count 3}; throws SpecError
 // naming the text otherwise.
 std::pair<int, int> ParseShard(const std::string& text);

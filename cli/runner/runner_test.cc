@@ -311,6 +311,24 @@ TEST_F(RunnerTest, MetaJsonMembersReplaceTheRunnersOrJoinThem) {
   EXPECT_THROW(Run(o), SpecError);
 }
 
+TEST_F(RunnerTest, PointsJsonListsTheSelectionWithEveryParameter) {
+  RunOptions o;
+  o.filter = "alloc-rpc_mw-*";
+  const std::string json = PointsJson(LoadSpec(spec_path_.string()), o);
+  EXPECT_NE(json.find(R"({"id": "alloc-rpc_mw-type2-threads_1-seed1", "op": "alloc", )"
+                      R"("system": "rpc_mw", "variant": "type2", "seed": 1, )"
+                      R"("knobs": {"mw_type": "2"}, "params": {)"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find(R"("ops": "200")"), std::string::npos) << json;  // a default filled in
+  EXPECT_NE(json.find(R"("threads": "24")"), std::string::npos) << json;
+  EXPECT_EQ(std::count(json.begin(), json.end(), '{') - std::count(json.begin(), json.end(), '}'),
+            0);
+  EXPECT_EQ(Invocations(), 0);
+  o.filter = "none-*";
+  EXPECT_THROW((void)PointsJson(LoadSpec(spec_path_.string()), o), SpecError);
+}
+
 TEST(ParseShard, ReadsIOfNAndNamesBadText) {
   EXPECT_EQ(ParseShard("1/1"), std::make_pair(0, 1));
   EXPECT_EQ(ParseShard("3/3"), std::make_pair(2, 3));
