@@ -1,7 +1,12 @@
 # dmbench: every target wraps CMake (presets in CMakePresets.json).
 #
 #   make test        install missing Debian packages, build (ASan+UBSan), run all tests:
-#                    the host tiers, then the Soft-RoCE tier in a QEMU guest (test-rxe)
+#                    the host tiers (the Ansible sweep tier among them), then the Soft-RoCE
+#                    tier in a QEMU guest (test-rxe)
+#   make test-ansible-cluster  build, then the Ansible cluster tier in a QEMU guest
+#                    (tests/ansible/cluster-tier.sh). NOT part of make test: under TCG
+#                    emulation one Ansible task takes about a minute here, the tier far
+#                    more than CI's budget
 #   make test-rxe    build, then run the `rxe`-labelled tests and a perftest reference in a
 #                    QEMU guest with two Soft-RoCE devices (tests/rxe/; results in
 #                    build/$(PRESET)/rxe/; RXE_VM_ARGS="-t 1800" etc. go to vm-run.sh)
@@ -30,7 +35,7 @@ PRESET ?= dev
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build release test test-rxe rxe-tier calibrate bench format format-check clean \
+.PHONY: deps build release test test-rxe rxe-tier test-ansible-cluster ansible-cluster-tier calibrate bench format format-check clean \
         figures runner-build cluster-args
 
 # Every experiment spec is a target: make figure-10, make offload-qps, ...
@@ -56,6 +61,17 @@ release: deps
 test: build
 	ctest --test-dir build/$(PRESET) --output-on-failure -j $(JOBS) -LE rxe
 	$(MAKE) --no-print-directory rxe-tier
+
+# The Ansible cluster tier (tests/ansible/cluster-tier.sh) in a guest of its
+# own: three namespace hosts with their own sshd and Soft-RoCE device, site.yml
+# twice, figure-10 on ibv; results and playbook logs in build/$(PRESET)/ansible-cluster/.
+ANSIBLE_VM_ARGS ?= -t 2400
+test-ansible-cluster: build
+	$(MAKE) --no-print-directory ansible-cluster-tier
+
+ansible-cluster-tier: deps
+	tests/rxe/vm-run.sh -s $(CURDIR)/build/$(PRESET)/ansible-cluster $(ANSIBLE_VM_ARGS) -- \
+	  $(CURDIR)/tests/ansible/cluster-tier.sh $(CURDIR)/build/$(PRESET)
 
 # Guest root = host / (read-only); only build/$(PRESET)/rxe is shared writable.
 # The guest's hard limit (vm-run.sh -t) bounds the whole tier, hang or not.

@@ -44,13 +44,14 @@ connection_vars() {
 }
 
 # playbook FILE ARGS...: ansible-playbook from ansible/ (its ansible.cfg),
-# output shown and kept in $T/last.log; its exit status.
+# output shown and kept in $T/last.log (and, as it comes, in $LIVE_LOG when
+# set: the guest tier's window on a slow run); its exit status.
 playbook() {
   local pb=$1
   shift
   local rc=0
   (cd "$ROOT/ansible" && ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1 \
-    ansible-playbook "$pb" "$@") >"$T/last.log" 2>&1 || rc=$?
+    ansible-playbook "$pb" "$@") 2>&1 | tee "${LIVE_LOG:-/dev/null}" >"$T/last.log" || rc=$?
   grep -E '^(PLAY|TASK|fatal|failed|changed|ok: \[localhost\]|.*(to run|collected))|: ok=' "$T/last.log" |
     grep -v '^ok: ' || true
   if [ $rc != 0 ]; then
