@@ -405,12 +405,13 @@ std::string MetaJson(const Spec& spec, double wall_s, const RunOptions& opt) {
       {"wall_s", fmt::format("{:.1f}", wall_s)},
       {"generated_at", "\"" + std::string(when) + "\""},
       {"findings", "[" + (findings.empty() ? "" : "\n    " + findings + "\n  ") + "]"}};
-  for (auto& [k, v] : ExtraMeta(opt.meta_json)) {
-    auto it = std::find_if(m.begin(), m.end(), [&](const auto& e) { return e.first == k; });
+  for (const auto& extra : ExtraMeta(opt.meta_json)) {
+    auto it =
+        std::find_if(m.begin(), m.end(), [&](const auto& e) { return e.first == extra.first; });
     if (it != m.end()) {
-      it->second = v;
+      it->second = extra.second;
     } else {
-      m.insert(m.end() - 1, {k, v});  // findings stay last
+      m.insert(m.end() - 1, extra);  // findings stay last
     }
   }
   std::string out = "{\n";
