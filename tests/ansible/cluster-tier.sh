@@ -2,7 +2,10 @@
 # cluster-tier.sh BUILD_DIR - the Ansible cluster tier, inside the QEMU guest
 # of tests/rxe/vm-run.sh (make test-ansible-cluster, part of make test):
 #
-#   tests/rxe/vm-run.sh -s BUILD_DIR/ansible-cluster -- tests/ansible/cluster-tier.sh BUILD_DIR
+#   tests/rxe/vm-run.sh -s SHARE_DIR -- tests/ansible/cluster-tier.sh BUILD_DIR
+#
+# BUILD_DIR: the build whose dmbench and dmb_micro are shipped to the hosts and
+# merge the results (make test-ansible-cluster passes build/release).
 #
 # Three hosts in network namespaces, each with its own sshd and address
 # (netns-hosts.sh) and its own Soft-RoCE device: dmbh1 the mn host (rxe0),
@@ -18,8 +21,9 @@
 # both points with meta.json backend ibv naming hosts and devices; RPC-MW's row
 # has allocations and no failure; ODRP's row is skipped naming cross_channel;
 # rxe0's and rxe1's packet counters rose (the RDMA traffic crossed from the cn
-# host's device to the mn host's and back). Results in $VM_SHARE (the host's
-# BUILD_DIR/ansible-cluster): results/figure-10/, ansible-*.log.
+# host's device to the mn host's and back). Results in $VM_SHARE (make's
+# build/<preset>/ansible-cluster): results/figure-10/, ansible-*.log, and
+# ansible-live.log as the playbooks run.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
