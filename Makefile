@@ -1,7 +1,12 @@
 # dmbench: every target wraps CMake (presets in CMakePresets.json).
 #
 #   make test        install missing Debian packages, build (ASan+UBSan), run all tests:
-#                    the host tiers, then the Soft-RoCE tier in a QEMU guest (test-rxe)
+#                    the host tiers (the Ansible sweep tier among them), then the Soft-RoCE
+#                    tier in a QEMU guest (test-rxe)
+#   make test-ansible-cluster  build, then the Ansible cluster tier in a QEMU guest
+#                    (tests/ansible/cluster-tier.sh). NOT part of make test: under TCG
+#                    emulation one Ansible task takes about a minute here, the tier far
+#                    more than CI's budget
 #   make test-rxe    build, then run the `rxe`-labelled tests and a perftest reference in a
 #                    QEMU guest with two Soft-RoCE devices (tests/rxe/; results in
 #                    build/$(PRESET)/rxe/; RXE_VM_ARGS="-t 1800" etc. go to vm-run.sh)
@@ -9,6 +14,12 @@
 #                    regenerate results/README.md (same for every experiments/NAME.yaml:
 #                    make offload-qps, make primitives, make figure-6, make figure-7,
 #                    make alloc-rate, make offload-model; `make figures` runs them all)
+#   make figure-10 BACKEND=sim|ibv INVENTORY=path/to/inventory.ini [FILTER=glob]
+#                    the same on a cluster (ansible/, README "On a real cluster"):
+#                    site.yml prepares the hosts, figure.yml runs the points (sim: dealt
+#                    over the `workers` hosts; ibv: `dmbench mn`/`dmbench cn` on the
+#                    `mn`/`cn` hosts), results/NAME/ on this machine, then the plots;
+#                    ANSIBLE_ARGS="-e dmb_install=ship" etc. go to both playbooks
 #   make calibrate   check every calibration primitive against its source
 #   make bench       simulator speed (simulated WRs per wall second)
 #   make format      clang-format the tree (make test checks it: ctest style.clang_format;
@@ -17,14 +28,15 @@
 # Debian 12 packages used (installed by `make deps` when missing):
 DEB_PACKAGES := build-essential cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev \
                 libyaml-cpp-dev libcli11-dev libfmt-dev clang-format libibverbs-dev \
-                python3 python3-matplotlib python3-pandas flake8 clang-tidy
+                python3 python3-matplotlib python3-pandas flake8 clang-tidy \
+                ansible ansible-lint openssh-server
 
 PRESET ?= dev
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build release test test-rxe rxe-tier calibrate bench format format-check clean \
-        figures runner-build
+.PHONY: deps build release test test-rxe rxe-tier test-ansible-cluster ansible-cluster-tier calibrate bench format format-check clean \
+        figures runner-build cluster-args
 
 # Every experiment spec is a target: make figure-10, make offload-qps, ...
 EXPERIMENTS := $(patsubst experiments/%.yaml,%,$(wildcard experiments/*.yaml))
@@ -50,6 +62,19 @@ test: build
 	ctest --test-dir build/$(PRESET) --output-on-failure -j $(JOBS) -LE rxe
 	$(MAKE) --no-print-directory rxe-tier
 
+# The Ansible cluster tier (tests/ansible/cluster-tier.sh) in a guest of its
+# own: three namespace hosts with their own sshd and Soft-RoCE device, site.yml
+# twice, figure-10 on ibv; results and playbook logs in build/$(PRESET)/ansible-cluster/.
+ANSIBLE_VM_ARGS ?= -t 2400
+test-ansible-cluster: build
+	$(MAKE) --no-print-directory ansible-cluster-tier
+
+# Ships the release build's dmbench and dmb_micro: the sanitized ones are 175 MB
+# a host, which took more than 7 minutes to copy to three hosts under TCG.
+ansible-cluster-tier: runner-build
+	tests/rxe/vm-run.sh -s $(CURDIR)/build/$(PRESET)/ansible-cluster $(ANSIBLE_VM_ARGS) -- \
+	  $(CURDIR)/tests/ansible/cluster-tier.sh $(CURDIR)/build/release
+
 # Guest root = host / (read-only); only build/$(PRESET)/rxe is shared writable.
 # The guest's hard limit (vm-run.sh -t) bounds the whole tier, hang or not.
 RXE_VM_ARGS ?= -t 1500
@@ -69,8 +94,24 @@ runner-build: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS) --target dmbench dmb_micro
 
-$(EXPERIMENTS): runner-build
+BACKEND ?=
+INVENTORY ?=
+FILTER ?=
+# BACKEND=...: the inventory is checked before anything is built.
+cluster-args:
+	@case "$(BACKEND)" in sim|ibv) ;; *) echo "BACKEND must be sim or ibv, got '$(BACKEND)'" >&2; exit 2;; esac
+	@[ -n "$(INVENTORY)" ] && [ -f "$(INVENTORY)" ] || { echo "BACKEND=$(BACKEND) needs \
+	INVENTORY=path/to/inventory.ini, an existing file (got '$(INVENTORY)'; see \
+	ansible/inventory.example.ini)" >&2; exit 2; }
+
+$(EXPERIMENTS): $(if $(BACKEND),cluster-args) runner-build
+ifeq ($(BACKEND),)
 	./build/release/cli/dmbench run experiments/$@.yaml --jobs $(JOBS) $(RUN_ARGS)
+else
+	cd ansible && ansible-playbook -i $(abspath $(INVENTORY)) site.yml $(ANSIBLE_ARGS)
+	cd ansible && ansible-playbook -i $(abspath $(INVENTORY)) figure.yml -e figure=$@ \
+	  -e backend=$(BACKEND) $(if $(FILTER),-e 'filter=$(FILTER)') $(ANSIBLE_ARGS)
+endif
 	/usr/bin/python3 plots/$@.py --results results/$@
 	/usr/bin/python3 plots/results_readme.py --results results
 

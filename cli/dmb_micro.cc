@@ -46,7 +46,9 @@ real_time = virtual time of the measured phase (mr_reg, mw_bind: the summed
 registrations / binds), the counters above as numeric fields, and label
 "bench=..,system=..,threads=..,...,knobs=K=V,K=V" (knobs last; "-" for none).
 Exit status: 0 ok, 2 bad input (one line on stderr names it and the fix),
-1 the simulation failed.
+1 the simulation failed, 77 skipped: the ibv device lacks what the approach
+needs (access, alloc with --backend ibv; one line on stderr: "skipped:
+needs CAP,...").
 
 Example:
   dmb_micro alloc --system rpc_mw --set mw_type=2 --threads 24 \
@@ -208,6 +210,9 @@ int Run(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return dmb::microbench::Run(argc, argv);
+  } catch (const dmb::microbench::Skipped& e) {
+    std::fprintf(stderr, "skipped: %s\n", e.what());
+    return 77;
   } catch (const std::invalid_argument& e) {  // ConfigError, unknown profile
     std::fprintf(stderr, "dmb_micro: error: %s\n", e.what());
     return 2;

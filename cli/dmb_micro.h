@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,12 @@ struct Report {
 // calls it once Google Benchmark has taken its flags (bad input never
 // leaves a half-written JSON document).
 using BenchFn = std::function<Report()>;
+
+// An ibv point the device cannot run: what it lacks ("needs CAP,... (system
+// on device D)"). dmb_micro exits 77 with "skipped: " and the text.
+struct Skipped : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 void SetupAccess(CLI::App& app, BenchFn* chosen);
 void SetupAlloc(CLI::App& app, BenchFn* chosen);
@@ -53,10 +60,16 @@ struct BedArgs : CommonArgs {
   std::string mn_cores = "1";  // N or "unlimited", as given (the label repeats it)
   std::string pool = "1GB";
   const CLI::Option* pool_option = nullptr;  // count() > 0: --pool was given
+  std::string backend = "sim";               // sim | ibv (AddIbvOptions)
+  std::vector<std::string> devices;          // ibv: this process's devices
+  std::string mn;                            // ibv: "" | spawn | HOST:PORT
 };
 // --system, --set, --cns, --mn-cores, --pool and the common options.
 // `pool_help` says what the pool is for this bench.
 void AddBedOptions(CLI::App* bench, BedArgs* a, const std::string& pool_help);
+// --backend sim|ibv, --devices D[,D], --mn HOST:PORT|spawn: real RDMA
+// devices instead of the simulated cluster (access, alloc).
+void AddIbvOptions(CLI::App* bench, BedArgs* a);
 // --threads: CN threads per CN (access, alloc, kv).
 void AddThreadsOption(CLI::App* bench, int* threads);
 // --ops N, measured operations (`what`), default *ops.
@@ -65,7 +78,9 @@ void AddOpsOption(CLI::App* bench, int* ops, const std::string& what);
 void AddIoOption(CLI::App* bench, std::string* op, const std::string& what);
 
 // The testbed `a` names, its knobs checked against the registry; throws
-// ConfigError ("unknown system 'x'; known systems: ...").
+// ConfigError ("unknown system 'x'; known systems: ...", "--mn and --devices
+// need --backend ibv"), and Skipped when an ibv device lacks what the
+// approach needs.
 harness::TestbedSpec BedSpec(const BedArgs& a);
 // "bench=..,system=..,threads=..,cns=..,mn_cores=..,pool=.."
 std::string BedLabel(const BedArgs& a, const harness::TestbedSpec& bed, int threads);

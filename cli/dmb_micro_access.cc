@@ -52,6 +52,7 @@ void SetupAccess(CLI::App& app, BenchFn* chosen) {
                          "(after 100 unmeasured warm-up ops).\n"
                          "Counters: lat_us_p50 lat_us_p99 lat_us_mean count mops");
   AddBedOptions(access, a.get(), "MN memory the approach manages");
+  AddIbvOptions(access, a.get());
   AddThreadsOption(access, &a->threads);
   AddIoOption(access, &a->op, "READ or WRITE");
   access->add_option("--size", a->size, "Bytes per op (1 B .. the chunk size)")

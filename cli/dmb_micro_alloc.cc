@@ -53,6 +53,7 @@ void SetupAlloc(CLI::App& app, BenchFn* chosen) {
                          "free_lat_us_p50 free_lat_us_p99 free_lat_us_mean free_kops,\n"
                          "count, failures, free_failures, mn_cpu_busy_frac");
   AddBedOptions(alloc, a.get(), "MN memory the approach manages");
+  AddIbvOptions(alloc, a.get());
   AddThreadsOption(alloc, &a->threads);
   AddOpsOption(alloc, &a->ops, "Measured allocations per thread");
   alloc->add_option("--batch", a->batch, "Chunks each thread holds before freeing them")

@@ -110,6 +110,22 @@ void AddBedOptions(CLI::App* bench, BedArgs* a, const std::string& pool_help) {
   AddCommonOptions(bench, a);
 }
 
+void AddIbvOptions(CLI::App* bench, BedArgs* a) {
+  bench
+      ->add_option("--backend", a->backend,
+                   "sim (the simulated cluster) or ibv (real RDMA devices; times are then wall\n"
+                   "clock, the CNs run in this process). An approach whose needs the device\n"
+                   "lacks (`dmbench devices`) is not run: exit 77, naming them")
+      ->transform(OneOf({"sim", "ibv"}))
+      ->capture_default_str();
+  bench->add_option("--devices", a->devices, "ibv: this process's RDMA devices, D[,D]")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  bench->add_option("--mn", a->mn,
+                    "ibv: a running `dmbench mn` daemon HOST:PORT (ansible/figure.yml starts\n"
+                    "one per point), or 'spawn' to start one");
+}
+
 void AddThreadsOption(CLI::App* bench, int* threads) {
   bench->add_option("--threads", *threads, "CN threads per CN")
       ->transform(IntIn(1, 4096))
@@ -140,6 +156,20 @@ TestbedSpec BedSpec(const BedArgs& a) {
     std::from_chars(a.mn_cores.data(), a.mn_cores.data() + a.mn_cores.size(), bed.mn_cores);
   }
   bed.pool_bytes = SizeOf(a.pool);
+  if (a.backend == "sim" && (!a.mn.empty() || !a.devices.empty())) {
+    throw systems::ConfigError("--mn and --devices need --backend ibv");
+  }
+  bed.backend = a.backend;
+  bed.devices = a.devices;
+  bed.mn_endpoint = a.mn;
+  if (a.backend == "ibv") {
+    std::string caps;
+    for (const auto& c : harness::MissingMnCaps(bed)) caps += (caps.empty() ? "" : ",") + c;
+    if (!caps.empty()) {
+      throw Skipped("needs " + caps + " (" + a.system + " on device " +
+                    (a.devices.empty() ? std::string("the first") : a.devices.front()) + ")");
+    }
+  }
   return bed;
 }
 

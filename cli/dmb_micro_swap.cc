@@ -88,10 +88,10 @@ Report RunSwapBench(const SwapArgs& a) {
   // swap-out) means the times are not a working swap system's: the point
   // fails, naming the failure first, since the corruption follows from it.
   if (r.failures > 0) {
-    const std::string lost =
-        r.stamp_mismatches == 0 ? ""
-                                : "; then " + std::to_string(r.stamp_mismatches) +
-                                      " swapped-in pages did not hold what was swapped out";
+    const std::string lost = r.stamp_mismatches == 0
+                                 ? ""
+                                 : "; then " + std::to_string(r.stamp_mismatches) +
+                                       " swapped-in pages did not hold what was swapped out";
     throw std::runtime_error(std::to_string(r.failures) +
                              " swap operations failed, first: " + r.first_failure + lost +
                              " (an allocation the MN refused: give it more memory with --pool)");

@@ -201,7 +201,36 @@ int MicroAccess(const MicroArgs& a) {
   return 0;
 }
 
-int ListDevices() {
+struct DevicesArgs {
+  bool check = false;
+  std::string device;                // "" = every device (listing) / the first (check)
+  std::vector<std::string> require;  // capability names (DeviceCaps' fields)
+};
+
+#ifdef DMB_HAVE_IBV
+void PrintDevice(const dmb::fabric::ibv::DeviceInfo& d) {
+  auto yn = [](bool b) { return b ? "yes" : "no"; };
+  fmt::print("{}: {} port {} mtu {} gid[{}] {}\n", d.name, d.transport, d.port_state,
+             d.active_mtu_bytes, d.gid_index, d.gid);
+  fmt::print("  max_qp_wr {}  max_mr {}  max_mw {}  max_qp_rd_atom {}  max_mr_size {}\n",
+             d.max_qp_wr, d.max_mr, d.max_mw, d.max_qp_rd_atom, d.max_mr_size);
+  fmt::print(
+      "  mw_type1 {}  mw_type2 {}  atomics {}  masked_atomics {}  cross_channel {}  "
+      "qpn_in_bind {}\n",
+      yn(d.caps.mw_type1), yn(d.caps.mw_type2), yn(d.caps.atomics), yn(d.caps.masked_atomics),
+      yn(d.caps.cross_channel), yn(d.caps.qpn_in_bind));
+  for (const auto& n : d.notes) fmt::print("  note: {}\n", n);
+}
+#endif
+
+// Lists the devices; with --check, checks that one (--device, else the first)
+// exists with port 1 ACTIVE and every --require capability, naming what is
+// missing (ansible/site.yml runs this on every RDMA host).
+int ListDevices(const DevicesArgs& a) {
+  if (!a.check && !a.require.empty()) {
+    fmt::print(stderr, "dmbench devices: --require needs --check\n");
+    return 2;
+  }
 #ifdef DMB_HAVE_IBV
   const auto devs = dmb::fabric::ibv::ListDevices();
   if (devs.empty()) {
@@ -211,21 +240,51 @@ int ListDevices() {
         "  make test-rxe\n");
     return 1;
   }
-  for (const auto& d : devs) {
-    auto yn = [](bool b) { return b ? "yes" : "no"; };
-    fmt::print("{}: {} port {} mtu {} gid[{}] {}\n", d.name, d.transport, d.port_state,
-               d.active_mtu_bytes, d.gid_index, d.gid);
-    fmt::print("  max_qp_wr {}  max_mr {}  max_mw {}  max_qp_rd_atom {}  max_mr_size {}\n",
-               d.max_qp_wr, d.max_mr, d.max_mw, d.max_qp_rd_atom, d.max_mr_size);
-    fmt::print(
-        "  mw_type1 {}  mw_type2 {}  atomics {}  masked_atomics {}  cross_channel {}  "
-        "qpn_in_bind {}\n",
-        yn(d.caps.mw_type1), yn(d.caps.mw_type2), yn(d.caps.atomics), yn(d.caps.masked_atomics),
-        yn(d.caps.cross_channel), yn(d.caps.qpn_in_bind));
-    for (const auto& n : d.notes) fmt::print("  note: {}\n", n);
+  if (!a.check) {
+    for (const auto& d : devs) {
+      if (a.device.empty() || d.name == a.device) PrintDevice(d);
+    }
+    return 0;
   }
+  const dmb::fabric::ibv::DeviceInfo* dev = a.device.empty() ? &devs[0] : nullptr;
+  std::string names;
+  for (const auto& d : devs) {
+    if (d.name == a.device) dev = &d;
+    names += (names.empty() ? "" : ", ") + d.name;
+  }
+  if (!dev) {
+    fmt::print(stderr, "dmbench devices: no RDMA device '{}' here (devices: {})\n", a.device,
+               names);
+    return 1;
+  }
+  PrintDevice(*dev);
+  std::vector<std::string> missing;
+  try {
+    missing = dmb::fabric::MissingCaps(dev->caps, a.require);
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr,
+               "dmbench devices: {} (capabilities: mw_type1, mw_type2, atomics, masked_atomics, "
+               "cross_channel, qpn_in_bind)\n",
+               e.what());
+    return 2;
+  }
+  if (dev->port_state.find("ACTIVE") == std::string::npos) {
+    fmt::print(stderr,
+               "dmbench devices: {} port 1 is {}, not ACTIVE (cable, link, or rdma link "
+               "add for Soft-RoCE?)\n",
+               dev->name, dev->port_state);
+    return 1;
+  }
+  if (!missing.empty()) {
+    fmt::print(stderr, "dmbench devices: {} lacks {} (required: {})\n", dev->name,
+               fmt::join(missing, ", "), fmt::join(a.require, ", "));
+    return 1;
+  }
+  fmt::print("{}: port ACTIVE{}{}\n", dev->name, a.require.empty() ? "" : ", has ",
+             fmt::join(a.require, ", "));
   return 0;
 #else
+  (void)a;
   fmt::print(stderr, "dmbench was built without libibverbs (apt-get install libibverbs-dev)\n");
   return 1;
 #endif
@@ -331,9 +390,20 @@ void SetupListings(CLI::App& app, int* rc) {
   app.add_subcommand("systems", "List the approaches and their knobs")->callback([rc] {
     *rc = ListSystems();
   });
-  app.add_subcommand("devices", "List RDMA devices and what each can do")->callback([rc] {
-    *rc = ListDevices();
-  });
+  auto d = std::make_shared<DevicesArgs>();
+  auto* devices = app.add_subcommand(
+      "devices",
+      "List RDMA devices and what each can do. With --check: exit 0 only if the device\n"
+      "(--device, else the first) exists, its port 1 is ACTIVE and it has every --require\n"
+      "capability; otherwise name the device and what it lacks, exit 1.");
+  devices->add_flag("--check", d->check, "Check instead of only listing");
+  devices->add_option("--device", d->device, "Only this device");
+  devices
+      ->add_option("--require", d->require,
+                   "With --check: capabilities the device must have, e.g. "
+                   "cross_channel,atomics")
+      ->delimiter(',');
+  devices->callback([d, rc] { *rc = ListDevices(*d); });
 }
 
 void SetupMicroAlloc(CLI::App* micro, int* rc) {

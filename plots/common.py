@@ -167,6 +167,34 @@ def load_results(results_dir, name):
     return df
 
 
+def split_skipped(df):
+    """(rows that ran, notes for the rows a device could not run). A cluster
+    run (ansible/figure.yml backend=ibv) records an approach the RDMA device
+    cannot run as a row whose `skipped` column names what it lacks; the plots
+    draw no bar for it and say so under the figure (note_skipped)."""
+    if "skipped" not in df.columns:
+        return df, []
+    gone = df[df["skipped"].astype(str).str.strip() != ""]
+    notes = []
+    for _, r in gone.iterrows():
+        who = r["system"] + (f" {r['variant']}" if r.get("variant", "") else "")
+        note = f"{who} {r['op']}: {r['skipped'].strip()}"
+        if note not in notes:
+            notes.append(note)
+    kept = df[df["skipped"].astype(str).str.strip() == ""].copy()
+    kept.attrs = df.attrs
+    return kept, notes
+
+
+def note_skipped(fig, notes):
+    """Names the skipped approaches at the bottom of `fig` (and on stderr)."""
+    if not notes:
+        return
+    text = "Not run on this backend: " + "; ".join(notes)
+    warn(text)
+    fig.text(0.01, 0.005, text, fontsize=5.5, ha="left", va="bottom", wrap=True)
+
+
 def load_compare(results_dir):
     """compare.csv (optional): DataFrame with every column; paper/ours/ratio as
     floats. Empty DataFrame (and a warning) when absent."""

@@ -62,8 +62,11 @@ std::map<std::string, std::string> PointParams(const Point& p) {
 }
 
 std::vector<std::string> MicroCommand(const std::string& micro_path, const Point& p,
-                                      const std::string& out_json) {
+                                      const std::string& out_json, const std::string& backend,
+                                      const std::vector<std::string>& extra) {
   std::vector<std::string> a = {micro_path, "--bench", p.op};
+  if (backend != "sim") a.insert(a.end(), {"--backend", backend});
+  a.insert(a.end(), extra.begin(), extra.end());
   if (!p.system.empty()) a.insert(a.end(), {"--system", p.system});
   for (const auto& [k, v] : p.knobs) a.insert(a.end(), {"--set", k + "=" + v});
   for (const auto& [k, v] : PointParams(p)) {

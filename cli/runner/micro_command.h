@@ -16,10 +16,14 @@ namespace dmb::runner {
 // file says everything.
 std::map<std::string, std::string> PointParams(const Point& p);
 
-// `micro_path --bench OP --system S --set K=V ... --seed N` and the Google
-// Benchmark flags that write its JSON to `out_json`.
+// `micro_path --bench OP [--backend B EXTRA...] --system S --set K=V ...
+// --seed N` and the Google Benchmark flags that write its JSON to
+// `out_json`. `backend` other than sim, and `extra` (e.g. --mn HOST:PORT
+// --devices D), go right after the bench.
 std::vector<std::string> MicroCommand(const std::string& micro_path, const Point& p,
-                                      const std::string& out_json);
+                                      const std::string& out_json,
+                                      const std::string& backend = "sim",
+                                      const std::vector<std::string>& extra = {});
 
 // The metrics a point's result has (the micro program's counters, the
 // counts, then virtual_s: the virtual time of the measured phase).

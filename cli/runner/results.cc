@@ -4,11 +4,13 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <stdexcept>
+#include <utility>
 
 #include "cli/json.h"
 #include "cli/runner/micro_command.h"
@@ -63,6 +65,7 @@ Row RowOf(const Spec& spec, const Point& p, const fs::path& path) {
   for (const auto& kv : n["metrics"]) {
     r[kv.first.as<std::string>()] = fmt::format("{:.6g}", kv.second.as<double>());
   }
+  if (n["skipped"]) r["skipped"] = n["skipped"].as<std::string>();
   return r;
 }
 
@@ -158,7 +161,73 @@ std::string Shell(const std::string& cmd) {
   return out;
 }
 
-std::string MetaJson(const Spec& spec, double wall_s) {
+// A YAML node read from JSON text, written back as JSON: quoted scalars stay
+// strings, plain ones (numbers, true, false, null) stay as they were.
+std::string JsonOf(const YAML::Node& n) {
+  if (n.IsMap()) {
+    std::string o = "{";
+    for (const auto& kv : n) {
+      o += (o.size() > 1 ? ", " : "") + JsonString(kv.first.as<std::string>()) + ": " +
+           JsonOf(kv.second);
+    }
+    return o + "}";
+  }
+  if (n.IsSequence()) {
+    std::string o = "[";
+    for (const auto& e : n) o += (o.size() > 1 ? ", " : "") + JsonOf(e);
+    return o + "]";
+  }
+  if (n.IsNull()) return "null";
+  const std::string v = n.as<std::string>();
+  if (n.Tag() == "?") {  // plain: keep a JSON number or literal as it is
+    if (v == "true" || v == "false") return v;
+    char* end = nullptr;
+    (void)std::strtod(v.c_str(), &end);
+    if (!v.empty() && *end == 0) return v;
+  }
+  return JsonString(v);
+}
+
+// meta_json's members in their order, as JSON text; throws SpecError when it
+// is not a JSON object.
+std::vector<std::pair<std::string, std::string>> ExtraMeta(const std::string& meta_json) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (meta_json.empty()) return out;
+  YAML::Node n;
+  try {
+    n = YAML::Load(meta_json);
+  } catch (const YAML::Exception& e) {
+    throw SpecError(std::string("meta JSON does not parse: ") + e.what());
+  }
+  if (!n.IsMap())
+    throw SpecError("meta JSON must be an object ({\"backend\": ...}), got: " +
+                    meta_json.substr(0, 60));
+  for (const auto& kv : n) out.emplace_back(kv.first.as<std::string>(), JsonOf(kv.second));
+  return out;
+}
+
+// `members` as a JSON object, one member a line; `extra` replaces the member
+// of its name or goes before the last one (findings).
+std::string JsonObject(std::vector<std::pair<std::string, std::string>> members,
+                       const std::vector<std::pair<std::string, std::string>>& extra) {
+  for (const auto& e : extra) {
+    auto it = std::find_if(members.begin(), members.end(),
+                           [&e](const auto& m) { return m.first == e.first; });
+    if (it != members.end()) {
+      it->second = e.second;
+    } else {
+      members.insert(members.end() - 1, e);
+    }
+  }
+  std::string out = "{\n";
+  for (size_t i = 0; i < members.size(); ++i) {
+    out += "  " + JsonString(members[i].first) + ": " + members[i].second +
+           (i + 1 < members.size() ? ",\n" : "\n");
+  }
+  return out + "}\n";
+}
+
+std::string MetaJson(const Spec& spec, double wall_s, const MetaOptions& meta) {
   const std::string dir = fs::absolute(spec.path).parent_path().string();
   const std::string sha = Shell("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
   // Dirty: the code or specs differ from the commit (results/ itself does not count).
@@ -177,15 +246,22 @@ std::string MetaJson(const Spec& spec, double wall_s) {
   for (const std::string& f : spec.findings) {
     findings += (findings.empty() ? "" : ",\n    ") + JsonString(f);
   }
-  return fmt::format(
-      "{{\n  \"name\": {},\n  \"title\": {},\n  \"source\": {},\n  \"git_sha\": {},\n"
-      "  \"dirty\": {},\n  \"backend\": \"sim\",\n  \"profile\": \"cx5\",\n  \"seeds\": [{}],\n"
-      "  \"calibration_hash\": \"{}\",\n  \"spec_hash\": \"{}\",\n  \"host\": {},\n"
-      "  \"wall_s\": {:.1f},\n  \"generated_at\": \"{}\",\n  \"findings\": [{}]\n}}\n",
-      JsonString(spec.name), JsonString(spec.title), JsonString(spec.source),
-      JsonString(sha.empty() ? "unknown" : sha), dirty ? "true" : "false", seeds,
-      Hex(sim::Profile::ByName("cx5").Hash()), Hex(spec.hash), JsonString(host), wall_s, when,
-      findings.empty() ? "" : "\n    " + findings + "\n  ");
+  return JsonObject(
+      {{"name", JsonString(spec.name)},
+       {"title", JsonString(spec.title)},
+       {"source", JsonString(spec.source)},
+       {"git_sha", JsonString(sha.empty() ? "unknown" : sha)},
+       {"dirty", dirty ? "true" : "false"},
+       {"backend", JsonString(meta.backend)},
+       {"profile", "\"cx5\""},
+       {"seeds", "[" + seeds + "]"},
+       {"calibration_hash", "\"" + Hex(sim::Profile::ByName("cx5").Hash()) + "\""},
+       {"spec_hash", "\"" + Hex(spec.hash) + "\""},
+       {"host", JsonString(host)},
+       {"wall_s", fmt::format("{:.1f}", wall_s)},
+       {"generated_at", "\"" + std::string(when) + "\""},
+       {"findings", "[" + (findings.empty() ? "" : "\n    " + findings + "\n  ") + "]"}},
+      ExtraMeta(meta.meta_json));
 }
 
 }  // namespace
@@ -200,8 +276,16 @@ void WriteAtomically(const fs::path& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
-std::string PointJson(const Point& p, const std::map<std::string, double>& metrics, double wall_s,
-                      const std::vector<std::string>& cmd) {
+uint64_t PointHash(const Point& p, const std::string& backend) {
+  if (backend == "sim") return p.hash;
+  uint64_t h = p.hash ^ 0xcbf29ce484222325ull;
+  for (char c : "backend=" + backend) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+std::string PointJson(const Point& p, uint64_t hash, const std::map<std::string, double>& metrics,
+                      double wall_s, const std::vector<std::string>& cmd,
+                      const std::string& skipped) {
   std::string ms = "{";
   for (const auto& [k, v] : metrics) {
     ms += (ms.size() > 1 ? ", " : "") + JsonString(k) + ": " + fmt::format("{:.9g}", v);
@@ -212,21 +296,32 @@ std::string PointJson(const Point& p, const std::map<std::string, double>& metri
   return fmt::format(
       "{{\n  \"id\": {},\n  \"point_hash\": \"{}\",\n  \"op\": {},\n  \"system\": {},\n"
       "  \"variant\": {},\n  \"seed\": {},\n  \"knobs\": {},\n  \"params\": {},\n"
-      "  \"metrics\": {},\n  \"wall_s\": {:.3f},\n  \"cmd\": {}\n}}\n",
-      JsonString(p.id), Hex(p.hash), JsonString(p.op), JsonString(p.system), JsonString(p.variant),
-      p.seed, JsonMap(p.knobs), JsonMap(PointParams(p)), ms, wall_s, JsonString(c));
+      "  \"metrics\": {},{}\n  \"wall_s\": {:.3f},\n  \"cmd\": {}\n}}\n",
+      JsonString(p.id), Hex(hash), JsonString(p.op), JsonString(p.system), JsonString(p.variant),
+      p.seed, JsonMap(p.knobs), JsonMap(PointParams(p)), ms,
+      skipped.empty() ? "" : "\n  \"skipped\": " + JsonString(skipped) + ",", wall_s,
+      JsonString(c));
 }
 
-// True when `path` holds this very point's result.
-bool HasResult(const fs::path& path, const Point& p) {
+bool HasResult(const fs::path& path, uint64_t hash) {
   if (!fs::exists(path)) return false;
   try {
     const YAML::Node n = YAML::LoadFile(path.string());
-    return n["point_hash"] && n["point_hash"].as<std::string>() == Hex(p.hash) && n["metrics"];
+    return n["point_hash"] && n["point_hash"].as<std::string>() == Hex(hash) && n["metrics"];
   } catch (const std::exception&) {
     return false;  // a torn or foreign file: run the point again
   }
 }
+
+std::string PointEntryJson(const Point& p) {
+  return fmt::format(
+      "{{\"id\": {}, \"op\": {}, \"system\": {}, \"variant\": {}, \"seed\": {}, "
+      "\"knobs\": {}, \"params\": {}}}",
+      JsonString(p.id), JsonString(p.op), JsonString(p.system), JsonString(p.variant), p.seed,
+      JsonMap(p.knobs), JsonMap(PointParams(p)));
+}
+
+void CheckMetaJson(const std::string& meta_json) { (void)ExtraMeta(meta_json); }
 
 const std::vector<std::string>& CsvColumns() {
   static const std::vector<std::string> c = [] {
@@ -236,6 +331,7 @@ const std::vector<std::string>& CsvColumns() {
                                   "kv_size",     "app",     "tasks",      "local",    "scale",
                                   "cover",       "profile", "knobs"};
     v.insert(v.end(), MetricCols().begin(), MetricCols().end());
+    v.push_back("skipped");  // ibv: "needs CAP,..." for a point the device cannot run
     return v;
   }();
   return c;
@@ -244,11 +340,11 @@ const std::vector<std::string>& CsvColumns() {
 // NAME.csv (every point of the spec with a result, in spec order),
 // compare.csv and meta.json.
 void WriteResults(const Spec& spec, const std::vector<Point>& all, const fs::path& dir,
-                  double wall_s) {
+                  double wall_s, const MetaOptions& meta) {
   std::vector<Row> rows;
   for (const Point& p : all) {
     const fs::path path = dir / "points" / (p.id + ".json");
-    if (HasResult(path, p)) rows.push_back(RowOf(spec, p, path));
+    if (HasResult(path, PointHash(p, meta.backend))) rows.push_back(RowOf(spec, p, path));
   }
   std::string csv;
   for (const auto& c : CsvColumns()) csv += (csv.empty() ? "" : ",") + c;
@@ -263,7 +359,7 @@ void WriteResults(const Spec& spec, const std::vector<Point>& all, const fs::pat
   }
   WriteAtomically(dir / (spec.name + ".csv"), csv);
   WriteAtomically(dir / "compare.csv", CompareCsv(spec, rows));
-  WriteAtomically(dir / "meta.json", MetaJson(spec, wall_s));
+  WriteAtomically(dir / "meta.json", MetaJson(spec, wall_s, meta));
 }
 
 // The wall time an earlier run recorded in `meta` (0 when there is none): a

@@ -3,6 +3,7 @@
 // meta.json from every point that has a result.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -16,17 +17,39 @@ namespace dmb::runner {
 // interrupted run leaves the old file or the new one, never half of one.
 void WriteAtomically(const std::filesystem::path& path, const std::string& text);
 
-// points/<id>.json: the point, its metrics, its wall time and the command
-// that ran it.
-std::string PointJson(const Point& p, const std::map<std::string, double>& metrics, double wall_s,
-                      const std::vector<std::string>& cmd);
-// True when `path` holds this very point's result (same point hash).
-bool HasResult(const std::filesystem::path& path, const Point& p);
+// The point's identity for `backend`: the spec's hash on the simulator, mixed
+// with the backend's name elsewhere (FNV-1a), so a point done on one backend
+// is not taken as done on another.
+uint64_t PointHash(const Point& p, const std::string& backend);
 
-// NAME.csv (every point of `all` with a result in dir/points, in spec
-// order), compare.csv and meta.json (wall_s: the run's wall time).
+// points/<id>.json: the point, its metrics, its wall time and the command
+// that ran it (`hash`: PointHash's). `skipped`, when not empty: why the
+// device could not run it ("needs CAP,..."), the CSV's `skipped` column.
+std::string PointJson(const Point& p, uint64_t hash, const std::map<std::string, double>& metrics,
+                      double wall_s, const std::vector<std::string>& cmd,
+                      const std::string& skipped = "");
+// True when `path` holds this very point's result (`hash`: PointHash's).
+bool HasResult(const std::filesystem::path& path, uint64_t hash);
+
+// One line of `dmbench run --points-json`: the point's id, op, system,
+// variant, seed, knobs and params (every parameter, defaults filled in).
+std::string PointEntryJson(const Point& p);
+
+// What meta.json says of where the points ran.
+struct MetaOptions {
+  std::string backend = "sim";  // the points' backend (and PointHash's)
+  // A JSON object (text) whose members replace the runner's member of the
+  // same name or are added before "findings"; "" for none.
+  std::string meta_json;
+};
+// Throws SpecError when meta_json (non-empty) is not a JSON object.
+void CheckMetaJson(const std::string& meta_json);
+
+// NAME.csv (every point of `all` with a result for meta.backend in
+// dir/points, in spec order), compare.csv and meta.json (wall_s: the run's
+// wall time).
 void WriteResults(const Spec& spec, const std::vector<Point>& all, const std::filesystem::path& dir,
-                  double wall_s);
+                  double wall_s, const MetaOptions& meta);
 // The wall time an earlier run recorded in `meta` (0 when there is none).
 double EarlierWallSeconds(const std::filesystem::path& meta);
 

@@ -5,7 +5,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
+#include <tuple>
 
 #include "cli/runner/runner.h"
 
@@ -28,9 +31,33 @@ CLI::App* AddRunCommand(CLI::App& app, RunCommandArgs* a) {
                   "The micro program (default: $DMB_MICRO_PATH, else the dmb_micro beside "
                   "this dmbench)");
   run->add_flag("--validate", a->validate_only, "Only check the spec and list its points");
+  run->add_flag("--points-json", a->points_json,
+                "Only print the selected points (after --filter and --shard) as a JSON array: "
+                "id, op, system, variant, seed, knobs, params (defaults filled in)");
   run->add_option("--param", a->params,
                   "Override a parameter in every run that takes it, e.g. --param keys=1000000 "
                   "(the paper's scale); repeatable");
+  run->add_option("--shard", a->shard,
+                  "Run only the I-th of N interleaved parts of the selected points, e.g. 2/3 on "
+                  "the second of three machines (ansible/figure.yml backend=sim); copy every "
+                  "shard's points/ and logs/ into one results/<name>/, then --collect");
+  run->add_flag("--collect", a->collect,
+                "Run nothing: write <name>.csv, compare.csv and meta.json from the point files "
+                "in results/<name>/points/ (e.g. fetched from the shards' machines); exits 1 "
+                "naming the selected points that have no result");
+  run->add_option("--meta-json", a->meta_json_file,
+                  "A file holding a JSON object whose members go into meta.json, replacing the "
+                  "runner's own (backend, host, wall_s) or added: where the points ran")
+      ->check(CLI::ExistingFile);
+  run->add_option("--backend", a->backend,
+                  "sim, or ibv: every point on real RDMA devices (access and alloc points; "
+                  "pass the daemon and devices with --micro-arg); a point the device cannot "
+                  "run is recorded as skipped with the capabilities it lacks")
+      ->check(CLI::IsMember({"sim", "ibv"}))
+      ->capture_default_str();
+  run->add_option("--micro-arg", a->micro_args,
+                  "An argument appended to every micro command, e.g. "
+                  "--micro-arg=--mn=mn1:18515 --micro-arg=--devices=mlx5_0; repeatable");
   return run;
 }
 
@@ -67,6 +94,17 @@ int RunCommand(const RunCommandArgs& a) {
     return 0;
   }
   RunOptions o;
+  o.filter = a.filter;
+  if (a.points_json) {
+    try {
+      if (!a.shard.empty()) std::tie(o.shard_index, o.shard_count) = ParseShard(a.shard);
+      fmt::print("{}", PointsJson(spec, o));
+    } catch (const SpecError& e) {
+      fmt::print(stderr, "dmbench run: {}\n", e.what());
+      return 2;
+    }
+    return 0;
+  }
   o.force = a.force;
   o.jobs =
       a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -74,15 +112,31 @@ int RunCommand(const RunCommandArgs& a) {
   o.results_root = a.results;
   o.micro_path = a.micro.empty() ? DefaultMicro() : a.micro;
   o.tty = isatty(2);
+  o.collect = a.collect;
+  o.backend = a.backend;
+  o.micro_args = a.micro_args;
   RunSummary s;
   try {
+    if (!a.shard.empty()) std::tie(o.shard_index, o.shard_count) = ParseShard(a.shard);
+    if (!a.meta_json_file.empty()) {
+      std::ifstream in(a.meta_json_file);
+      o.meta_json.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      if (o.meta_json.empty()) throw SpecError("--meta-json " + a.meta_json_file + " is empty");
+    }
     s = RunSpec(spec, o);
   } catch (const SpecError& e) {
     fmt::print(stderr, "dmbench run: {}\n", e.what());
     return 2;
   }
+  if (a.collect) {
+    fmt::print(stderr, "{}: collected {} points, {} missing -> {}/{}/\n", spec.name, s.skipped,
+               s.missing.size(), a.results, spec.name);
+    for (const auto& m : s.missing) fmt::print(stderr, "  missing: {}\n", m);
+    return s.missing.empty() ? 0 : 1;
+  }
   fmt::print(stderr, "{}: {} ran, {} skipped, {} failed in {:.1f} s -> {}/{}/\n", spec.name, s.ran,
              s.skipped, s.failed.size(), s.wall_s, a.results, spec.name);
+  for (const auto& k : s.skipped_caps) fmt::print(stderr, "  skipped: {}\n", k);
   for (const auto& f : s.failed) fmt::print(stderr, "  failed: {}\n", f);
   return s.failed.empty() ? 0 : 1;
 }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -79,18 +80,43 @@ std::vector<const Point*> SelectPoints(const std::vector<Point>& all, const RunO
   return selected;
 }
 
+// SelectPoints', then every shard_count-th of them from shard_index.
+std::vector<const Point*> SelectShard(const std::vector<Point>& all, const RunOptions& opt) {
+  std::vector<const Point*> out;
+  const std::vector<const Point*> filtered = SelectPoints(all, opt);
+  for (size_t i = 0; i < filtered.size(); ++i) {
+    if (static_cast<int>(i % opt.shard_count) == opt.shard_index) out.push_back(filtered[i]);
+  }
+  return out;
+}
+
+// A point the device cannot run (the micro program exited 77 on ibv): a
+// result that says so, with the capabilities it lacks from the log's last line.
+void RecordSkipped(const RunOptions& opt, const fs::path& dir, const Point& p,
+                   const std::vector<std::string>& cmd, double secs, RunSummary* sum) {
+  std::string reason = LastLine(dir / "logs" / (p.id + ".log"));
+  if (reason.rfind("skipped: ", 0) == 0) reason = reason.substr(9);
+  WriteAtomically(dir / "points" / (p.id + ".json"),
+                  PointJson(p, PointHash(p, opt.backend), {}, secs, cmd, reason));
+  ++sum->ran;
+  sum->skipped_caps.push_back(p.id + ": " + reason);
+}
+
 // One finished child: its point's JSON from the micro program's output, or
 // why it failed (the log's last line, or the output's fault). True if it ran.
-bool FinishPoint(const fs::path& dir, const Point& p, const std::vector<std::string>& cmd,
-                 int status, double secs, RunSummary* sum) {
+bool FinishPoint(const RunOptions& opt, const fs::path& dir, const Point& p,
+                 const std::vector<std::string>& cmd, int status, double secs, RunSummary* sum) {
   const fs::path gb = dir / "points" / (p.id + ".gb.json");
   const fs::path log = dir / "logs" / (p.id + ".log");
   bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   std::string why;
-  if (ok) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77 && opt.backend != "sim") {
+    RecordSkipped(opt, dir, p, cmd, secs, sum);
+    ok = true;
+  } else if (ok) {
     try {
       WriteAtomically(dir / "points" / (p.id + ".json"),
-                      PointJson(p, ParseMicroJson(gb), secs, cmd));
+                      PointJson(p, PointHash(p, opt.backend), ParseMicroJson(gb), secs, cmd));
       ++sum->ran;
     } catch (const std::exception& e) {
       ok = false;
@@ -120,7 +146,8 @@ void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<con
     while (next < todo.size() && static_cast<int>(running.size()) < std::max(1, opt.jobs)) {
       const Point* p = todo[next++];
       const fs::path out = dir / "points" / (p->id + ".gb.json");
-      Child c{p, MicroCommand(opt.micro_path, *p, out.string()), Clock::now()};
+      Child c{p, MicroCommand(opt.micro_path, *p, out.string(), opt.backend, opt.micro_args),
+              Clock::now()};
       running[Spawn(c.cmd, dir / "logs" / (p->id + ".log"))] = c;
     }
     int status = 0;
@@ -131,7 +158,7 @@ void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<con
     const Child c = it->second;
     running.erase(it);
     const double secs = std::chrono::duration<double>(Clock::now() - c.start).count();
-    const bool ok = FinishPoint(dir, *c.p, c.cmd, status, secs, sum);
+    const bool ok = FinishPoint(opt, dir, *c.p, c.cmd, status, secs, sum);
     ++done;
     const double el = std::chrono::duration<double>(Clock::now() - t0).count();
     const double eta = el / done * (todo.size() - done);
@@ -143,16 +170,59 @@ void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<con
   if (opt.tty && !todo.empty()) fmt::print(stderr, "\n");
 }
 
-}  // namespace
-
-RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
-  const auto t0 = Clock::now();
-  if (opt.micro_path.empty() || !fs::exists(opt.micro_path)) {
+// Throws SpecError for options no run can use: a missing micro program (not
+// needed to collect), an unknown backend, a bad shard or --meta-json.
+void CheckOptions(const RunOptions& opt) {
+  if (!opt.collect && (opt.micro_path.empty() || !fs::exists(opt.micro_path))) {
     throw SpecError("the micro program '" + opt.micro_path +
                     "' does not exist; build it (`make release`) or pass --micro PATH");
   }
+  if (opt.backend != "sim" && opt.backend != "ibv") {
+    throw SpecError("backend: expected sim or ibv, got '" + opt.backend + "'");
+  }
+  if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count) {
+    throw SpecError(fmt::format("shard {} of {}: expected 0 <= index < count", opt.shard_index,
+                                opt.shard_count));
+  }
+  CheckMetaJson(opt.meta_json);  // a bad --meta-json fails before any point runs
+}
+
+}  // namespace
+
+std::string PointsJson(const Spec& spec, const RunOptions& opt) {
   const std::vector<Point> all = Expand(spec);
-  const std::vector<const Point*> selected = SelectPoints(all, opt);
+  std::string out = "[";
+  for (const Point* p : SelectShard(all, opt)) {
+    out += (out.size() > 1 ? ",\n  " : "\n  ") + PointEntryJson(*p);
+  }
+  return out + "\n]\n";
+}
+
+std::pair<int, int> ParseShard(const std::string& text) {
+  const size_t slash = text.find('/');
+  int i = 0, n = 0;
+  try {
+    size_t used_i = 0, used_n = 0;
+    if (slash != std::string::npos) {
+      i = std::stoi(text.substr(0, slash), &used_i);
+      n = std::stoi(text.substr(slash + 1), &used_n);
+    }
+    if (used_i != slash || used_n != text.size() - slash - 1) n = 0;
+  } catch (const std::exception&) {
+    n = 0;
+  }
+  if (n < 1 || i < 1 || i > n) {
+    throw SpecError("--shard: expected I/N with 1 <= I <= N (the I-th of N machines), got '" +
+                    text + "'");
+  }
+  return {i - 1, n};
+}
+
+RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
+  const auto t0 = Clock::now();
+  CheckOptions(opt);
+  const std::vector<Point> all = Expand(spec);
+  const std::vector<const Point*> selected = SelectShard(all, opt);
   const fs::path dir = fs::path(opt.results_root) / spec.name;
   fs::create_directories(dir / "points");
   fs::create_directories(dir / "logs");
@@ -161,19 +231,28 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
   sum.total = selected.size();
   std::vector<const Point*> todo;
   for (const Point* p : selected) {
-    if (!opt.force && HasResult(dir / "points" / (p->id + ".json"), *p)) {
+    if (!opt.force && HasResult(dir / "points" / (p->id + ".json"), PointHash(*p, opt.backend))) {
       ++sum.skipped;
+    } else if (opt.collect) {
+      sum.missing.push_back(p->id);
     } else {
       todo.push_back(p);
     }
   }
-  fmt::print(stderr, "{}: {} points ({} to run, {} already done{}), {} job(s) -> {}\n", spec.name,
-             sum.total, todo.size(), sum.skipped, opt.force ? "" : "; --force reruns them",
-             opt.jobs, dir.string());
-  RunPoints(opt, dir, todo, t0, &sum);
+  const std::string shard =
+      opt.shard_count > 1 ? fmt::format(", shard {}/{}", opt.shard_index + 1, opt.shard_count) : "";
+  if (opt.collect) {
+    fmt::print(stderr, "{}: collecting {} points ({} with results, {} missing) in {}\n", spec.name,
+               sum.total, sum.skipped, sum.missing.size(), dir.string());
+  } else {
+    fmt::print(stderr, "{}: {} points{} ({} to run, {} already done{}), {} job(s) -> {}\n",
+               spec.name, sum.total, shard, todo.size(), sum.skipped,
+               opt.force ? "" : "; --force reruns them", opt.jobs, dir.string());
+    RunPoints(opt, dir, todo, t0, &sum);
+  }
   sum.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   const double meta_wall_s = todo.empty() ? EarlierWallSeconds(dir / "meta.json") : sum.wall_s;
-  WriteResults(spec, all, dir, meta_wall_s);
+  WriteResults(spec, all, dir, meta_wall_s, {opt.backend, opt.meta_json});
   return sum;
 }
 

@@ -41,8 +41,10 @@ paper:
 )";
 
 // Answers like dmb_micro: latency = 2 x threads (+1 for rpc_mw), one entry.
-// Appends each invocation to $FAKE_LOG; exits 1 for the system in $FAKE_FAIL.
-const char* kFake = R"(#!/bin/sh
+// Appends each invocation to $FAKE_LOG (its arguments to $FAKE_ARGS if set);
+// exits 1 for the system in $FAKE_FAIL, 77 (skipped) for the one in $FAKE_SKIP.
+const char* kFake = R"SH(#!/bin/sh
+[ -n "$FAKE_ARGS" ] && echo "$*" >> "$FAKE_ARGS"
 out=""; threads=1; sys=none
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -54,10 +56,11 @@ while [ $# -gt 0 ]; do
 done
 echo "$sys $threads" >> "$FAKE_LOG"
 if [ "$sys" = "$FAKE_FAIL" ]; then echo "fake: $sys refused" >&2; exit 1; fi
+if [ "$sys" = "$FAKE_SKIP" ]; then echo "skipped: needs cross_channel ($sys on x)" >&2; exit 77; fi
 extra=0; [ "$sys" = rpc_mw ] && extra=1
 lat=$((2 * threads + extra))
 printf '{"context": {}, "benchmarks": [{"name": "x", "real_time": 5.0, "time_unit": "us", "lat_us_p50": %s, "lat_us_p99": %s, "lat_us_mean": %s, "count": 10}]}\n' $lat $lat $lat > "$out"
-)";
+)SH";
 
 class RunnerTest : public ::testing::Test {
  protected:
@@ -73,6 +76,8 @@ class RunnerTest : public ::testing::Test {
     log_ = dir_ / "invocations.log";
     setenv("FAKE_LOG", log_.c_str(), 1);
     unsetenv("FAKE_FAIL");
+    unsetenv("FAKE_SKIP");
+    unsetenv("FAKE_ARGS");
     spec_path_ = dir_ / "fake-fig.yaml";
     std::ofstream(spec_path_) << kSpec;
   }
@@ -220,6 +225,155 @@ TEST_F(RunnerTest, AFailingPointIsNamedWithItsLogAndTheOthersFinish) {
   EXPECT_NE(s.failed[0].find("alloc-rpc_mw-type2-threads_"), std::string::npos) << s.failed[0];
   EXPECT_NE(s.failed[0].find("fake: rpc_mw refused"), std::string::npos) << s.failed[0];
   EXPECT_NE(s.failed[0].find(".log"), std::string::npos);
+}
+
+// ansible/figure.yml's sweep: three machines run one shard each, their
+// points/ are copied into one results/<name>/ and --collect writes the files;
+// the CSV and compare.csv are the ones a run on one machine writes.
+TEST_F(RunnerTest, ShardsRunEachPointOnceAndCollectWritesWhatOneRunWrites) {
+  const fs::path merged = dir_ / "merged" / "fake-fig";
+  fs::create_directories(merged / "points");
+  size_t ran = 0;
+  for (int i = 0; i < 3; ++i) {
+    RunOptions o;
+    o.shard_index = i;
+    o.shard_count = 3;
+    o.micro_path = fake_.string();
+    o.results_root = (dir_ / ("shard" + std::to_string(i))).string();
+    const RunSummary s = RunSpec(LoadSpec(spec_path_.string()), o);
+    EXPECT_EQ(s.total, 2u) << "shard " << i;
+    ran += s.ran;
+    for (const auto& e : fs::directory_iterator(fs::path(o.results_root) / "fake-fig" / "points")) {
+      fs::copy_file(e.path(), merged / "points" / e.path().filename());  // throws on a duplicate
+    }
+  }
+  EXPECT_EQ(ran, 6u);
+  EXPECT_EQ(Invocations(), 6);
+  RunOptions c;
+  c.collect = true;
+  c.results_root = (dir_ / "merged").string();  // no micro program needed
+  const RunSummary s = RunSpec(LoadSpec(spec_path_.string()), c);
+  EXPECT_EQ(s.skipped, 6u);
+  EXPECT_TRUE(s.missing.empty());
+  EXPECT_EQ(Invocations(), 6);  // collect ran nothing
+  (void)Run();                  // the same spec on one machine
+  const std::string csv = Read(merged / "fake-fig.csv");
+  EXPECT_EQ(csv, Read(Out() / "fake-fig.csv"));
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);
+  EXPECT_EQ(Read(merged / "compare.csv"), Read(Out() / "compare.csv"));
+}
+
+TEST_F(RunnerTest, ShardsFollowTheFilter) {
+  RunOptions o;
+  o.filter = "alloc-*";
+  o.shard_index = 1;
+  o.shard_count = 2;
+  const RunSummary s = Run(o);
+  EXPECT_EQ(s.total, 2u);  // the 2nd and 4th of the 4 alloc points
+  EXPECT_EQ(Invocations(), 2);
+}
+
+TEST_F(RunnerTest, CollectNamesTheMissingPointsAndRunsNothing) {
+  RunOptions o;
+  o.filter = "alloc-*";
+  (void)Run(o);
+  RunOptions c;
+  c.collect = true;
+  c.micro_path = "/nonexistent/dmb_micro";
+  c.results_root = (dir_ / "results").string();
+  const RunSummary s = RunSpec(LoadSpec(spec_path_.string()), c);
+  EXPECT_EQ(s.skipped, 4u);
+  ASSERT_EQ(s.missing.size(), 2u);
+  EXPECT_EQ(s.missing[0], "offload_read-offload_qps_0-seed1");
+  EXPECT_EQ(Invocations(), 4);
+  const std::string csv = Read(Out() / "fake-fig.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5);  // header + the 4 with results
+}
+
+TEST_F(RunnerTest, MetaJsonMembersReplaceTheRunnersOrJoinThem) {
+  RunOptions o;
+  o.meta_json =
+      R"({"backend": "ibv", "wall_s": 12.5, "hosts": {"mn": ["mn1"], "cn": ["cn1", "cn2"]},)"
+      R"( "mn_cpus": "0", "note": "a \"quoted\" word"})";
+  (void)Run(o);
+  const std::string meta = Read(Out() / "meta.json");
+  EXPECT_NE(meta.find("\"backend\": \"ibv\","), std::string::npos) << meta;
+  EXPECT_EQ(meta.find("\"backend\": \"sim\""), std::string::npos) << meta;
+  EXPECT_NE(meta.find("\"wall_s\": 12.5,"), std::string::npos) << meta;
+  EXPECT_NE(meta.find(R"("hosts": {"mn": ["mn1"], "cn": ["cn1", "cn2"]},)"), std::string::npos)
+      << meta;
+  EXPECT_NE(meta.find(R"("mn_cpus": "0",)"), std::string::npos) << meta;  // a string stays one
+  EXPECT_NE(meta.find(R"("note": "a \"quoted\" word",)"), std::string::npos) << meta;
+  EXPECT_LT(meta.find("\"hosts\""), meta.find("\"findings\""));
+  o.meta_json = "[1, 2]";
+  EXPECT_THROW(Run(o), SpecError);
+  o.meta_json = "{\"backend\": ";
+  EXPECT_THROW(Run(o), SpecError);
+}
+
+TEST_F(RunnerTest, PointsJsonListsTheSelectionWithEveryParameter) {
+  RunOptions o;
+  o.filter = "alloc-rpc_mw-*";
+  const std::string json = PointsJson(LoadSpec(spec_path_.string()), o);
+  EXPECT_NE(json.find(R"({"id": "alloc-rpc_mw-type2-threads_1-seed1", "op": "alloc", )"
+                      R"("system": "rpc_mw", "variant": "type2", "seed": 1, )"
+                      R"("knobs": {"mw_type": "2"}, "params": {)"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find(R"("ops": "200")"), std::string::npos) << json;  // a default filled in
+  EXPECT_NE(json.find(R"("threads": "24")"), std::string::npos) << json;
+  EXPECT_EQ(std::count(json.begin(), json.end(), '{') - std::count(json.begin(), json.end(), '}'),
+            0);
+  EXPECT_EQ(Invocations(), 0);
+  o.filter = "none-*";
+  EXPECT_THROW((void)PointsJson(LoadSpec(spec_path_.string()), o), SpecError);
+}
+
+TEST(ParseShard, ReadsIOfNAndNamesBadText) {
+  EXPECT_EQ(ParseShard("1/1"), std::make_pair(0, 1));
+  EXPECT_EQ(ParseShard("3/3"), std::make_pair(2, 3));
+  for (const char* bad : {"0/3", "4/3", "3", "1/0", "a/b", "1/3x", "", "-1/3"}) {
+    try {
+      (void)ParseShard(bad);
+      ADD_FAILURE() << bad;
+    } catch (const SpecError& e) {
+      EXPECT_NE(std::string(e.what()).find("expected I/N"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos);
+    }
+  }
+}
+
+// ansible/figure.yml backend=ibv: the micro program gets --backend ibv and the
+// daemon's address; a point the device cannot run is a row that says why; a
+// point done on the simulator is not taken as done on ibv.
+TEST_F(RunnerTest, IbvPointsRunWithTheirArgsAndSkippedOnesSayWhy) {
+  (void)Run();  // the simulator's results
+  EXPECT_EQ(Invocations(), 6);
+  setenv("FAKE_SKIP", "rpc_mw", 1);
+  setenv("FAKE_ARGS", (dir_ / "args.log").c_str(), 1);
+  RunOptions o;
+  o.backend = "ibv";
+  o.micro_args = {"--mn", "mn1:18515"};
+  o.filter = "alloc-*";
+  const RunSummary s = Run(o);
+  EXPECT_EQ(s.ran, 4u);  // none taken from the simulator's run
+  EXPECT_TRUE(s.failed.empty());
+  ASSERT_EQ(s.skipped_caps.size(), 2u);
+  EXPECT_NE(s.skipped_caps[0].find("needs cross_channel"), std::string::npos);
+  EXPECT_NE(Read(dir_ / "args.log").find("--backend ibv --mn mn1:18515"), std::string::npos);
+  const std::string point = Read(Out() / "points" / "alloc-rpc_mw-type2-threads_1-seed1.json");
+  EXPECT_NE(point.find("\"skipped\": \"needs cross_channel (rpc_mw on x)\""), std::string::npos)
+      << point;
+  // The CSV holds the ibv points only: two measured, two skipped with the reason.
+  const std::string csv = Read(Out() / "fake-fig.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5) << csv;
+  EXPECT_NE(csv.find(",skipped\n"), std::string::npos);  // the last column
+  EXPECT_NE(csv.find(",needs cross_channel (rpc_mw on x)\n"), std::string::npos) << csv;
+  EXPECT_NE(Read(Out() / "meta.json").find("\"backend\": \"ibv\""), std::string::npos);
+  EXPECT_EQ(Run(o).ran, 0u);  // resumes: every ibv point is done
+  RunOptions bad;
+  bad.backend = "rdma";
+  EXPECT_THROW(Run(bad), SpecError);
 }
 
 TEST_F(RunnerTest, AMissingMicroProgramSaysHowToBuildIt) {
