@@ -11,6 +11,12 @@ extern const SystemInfo kOdrp;
 
 namespace {
 
+// Names given to Registry::Add (not built into dmb_systems).
+std::vector<std::string>& Added() {
+  static std::vector<std::string> added;
+  return added;
+}
+
 std::vector<const SystemInfo*>& Approaches() {
   static std::vector<const SystemInfo*> kAll = {
       &kStaticMr, &kFineMr, &kRpcMw, &kFineMem, &kOneSidedMw, &kOdrp,
@@ -26,7 +32,15 @@ void Registry::Add(const SystemInfo* info) {
   for (const SystemInfo* s : Approaches()) {
     if (s->name == info->name) throw ConfigError("system '" + info->name + "' exists already");
   }
+  Added().push_back(info->name);
   Approaches().push_back(info);
+}
+
+bool Registry::BuiltIn(const std::string& name) {
+  for (const std::string& a : Added()) {
+    if (a == name) return false;
+  }
+  return true;
 }
 
 const SystemInfo& Registry::Get(const std::string& name) {

@@ -51,6 +51,9 @@ class Registry {
   // example's), after those of kAll. Call it before anything reads All(), i.e.
   // from a static initializer; throws ConfigError when the name is taken.
   static void Add(const SystemInfo* info);
+  // False for an approach added by Add: only this process knows it (a
+  // `dmbench mn` daemon, say, cannot run it).
+  static bool BuiltIn(const std::string& name);
   // Throws ConfigError "unknown system 'x'; known systems: ..." when absent.
   static const SystemInfo& Get(const std::string& name);
   // Validates the config and builds the approach on `d` (not yet started).

@@ -84,6 +84,10 @@ inline harness::TestbedSpec SuiteSpec(const std::string& param, int cns = 2,
 // (as rdma-core's own tests skip on a missing device feature). Call it
 // first in a test (a fixture's SetUp).
 #define DMB_SKIP_UNLESS_SUPPORTED(spec)                                                     \
+  if (!(spec).mn_endpoint.empty() && !::dmb::systems::Registry::BuiltIn((spec).system)) {   \
+    GTEST_SKIP() << (spec).system << " is added by this test process only; the MN daemon "  \
+                 << "(`dmbench mn`) knows the built-in approaches";                         \
+  }                                                                                         \
   if (const auto missing_ = ::dmb::harness::MissingMnCaps(spec); !missing_.empty()) {       \
     std::string m_;                                                                         \
     for (const auto& c_ : missing_) m_ += (m_.empty() ? "" : ", ") + c_;                    \

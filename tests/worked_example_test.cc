@@ -100,6 +100,9 @@ TEST(WorkedExample, TheSuitesRunTheNewApproach) {
   ASSERT_TRUE(kOneMrRegistered);
   const std::vector<std::string> all = AllSystems();
   EXPECT_NE(std::find(all.begin(), all.end(), "one_mr"), all.end());
+  // Only this process knows it: suites that spawn a `dmbench mn` daemon skip it.
+  EXPECT_FALSE(systems::Registry::BuiltIn("one_mr"));
+  EXPECT_TRUE(systems::Registry::BuiltIn("static_mr"));
   // Its knobs are checked as every approach's are.
   harness::TestbedSpec typo = SuiteSpec("one_mr");
   typo.knobs["granularty"] = "1MB";
