@@ -268,15 +268,17 @@ void Rnic::OnQpStart(void* ctx, uint64_t qpn) {
   StartNext(qp);
 }
 
+// Starts the QP's next send WQE: decodes it from queue memory, checks what
+// may hold it (a WAIT short of its count, a FENCE or the READ/atomic limit),
+// queues it in WQE order and hands it to the local or the remote path.
 void Rnic::StartNext(SimQp* qp) {
   if (qp->state_ != QpState::kRts || qp->node_->crashed_) return;
   const bool managed = qp->attr_.manage_send;
   if (qp->sq_exec_ >= (managed ? qp->sq_enabled_ : qp->sq_posted_)) return;
   SimNode* a = qp->node_;
   SimCluster* cl = a->cluster();
-  Simulator& sim = cl->sim();
   const Timing& tm = cl->timing();
-  const Ps now = sim.now();
+  const Ps now = cl->sim().now();
 
   // The RNIC reads the WQE from node memory now, as it executes it.
   uint8_t buf[512];
@@ -286,21 +288,9 @@ void Rnic::StartNext(SimQp* qp) {
   fabric::DecodeSendWqe(buf, qp->sq_stride_, &w);
 
   WcStatus early = WcStatus::kSuccess;
-  if (w.opcode == Opcode::kWait) {
-    SimCq* cq = a->CqByNum(w.rkey);
-    if (!cq) {
-      early = WcStatus::kLocQpOpErr;
-    } else if (cq->total_completions() < w.operand0) {
-      qp->block_ = SimQp::Block::kWait;
-      cq->AddWaitingQp(qp, w.operand0);
-      cl->FreeOp(op);
-      return;
-    } else if (qp->waited_) {
-      // The WQEs after a stalled WAIT are fetched again, from the moment the
-      // RNIC saw the CQE that released it.
-      qp->waited_ = false;
-      qp->refetch_at_ = std::max(qp->refetch_at_, qp->wait_seen_at_ + tm.gate_fetch);
-    }
+  if (!PassWait(qp, w, &early)) {
+    cl->FreeOp(op);
+    return;
   }
   const bool rd_atomic = IsRdAtomic(w.opcode);
   if (((w.flags & fabric::kFence) && qp->outstanding_rd_atomic_ > 0) ||
@@ -313,7 +303,42 @@ void Rnic::StartNext(SimQp* qp) {
       w.opcode == Opcode::kRecv) {
     early = WcStatus::kLocQpOpErr;  // garbage opcode (e.g. a chain wrote junk)
   }
+  Enqueue(qp, op, early);
 
+  const Ps penalty = OffloadPenalty(tm, a);
+  const Ps t_pu = ClaimPu(a, now, tm.wr_proc + (tm.offload_occupies_pu ? penalty : 0));
+  const Ps t_done = t_pu + tm.wr_proc + penalty;
+  qp->next_start_ = t_done;
+  if (early != WcStatus::kSuccess || !IsRemote(w.opcode)) {
+    StartLocal(qp, op, t_done);
+  } else {
+    StartRemote(qp, op, t_done);
+  }
+  Kick(qp);
+}
+
+// A WAIT short of its count blocks the QP (false: the WQE does not start);
+// one that passes after it stalled makes the QP fetch the WQEs after it
+// again, from the moment the RNIC saw the CQE that released it.
+bool Rnic::PassWait(SimQp* qp, const DecodedSendWqe& w, WcStatus* early) {
+  if (w.opcode != Opcode::kWait) return true;
+  SimCq* cq = qp->node_->CqByNum(w.rkey);
+  if (!cq) {
+    *early = WcStatus::kLocQpOpErr;
+  } else if (cq->total_completions() < w.operand0) {
+    qp->block_ = SimQp::Block::kWait;
+    cq->AddWaitingQp(qp, w.operand0);
+    return false;
+  } else if (qp->waited_) {
+    qp->waited_ = false;
+    const Timing& tm = ClusterOf(qp)->timing();
+    qp->refetch_at_ = std::max(qp->refetch_at_, qp->wait_seen_at_ + tm.gate_fetch);
+  }
+  return true;
+}
+
+// Puts a started WQE at the tail of the QP's in-order FIFO.
+void Rnic::Enqueue(SimQp* qp, Op* op, WcStatus early) {
   SimCluster::Attach(op, qp);
   op->epoch = qp->epoch_;
   op->in_flight = true;  // until its Complete event runs
@@ -327,38 +352,40 @@ void Rnic::StartNext(SimQp* qp) {
   qp->fifo_tail_ = op;
   ++qp->sq_exec_;
   ++qp->counters_.send_wrs_executed;
-  sim.TraceMix(static_cast<uint64_t>(w.opcode) << 32 | qp->qpn_);
+  ClusterOf(qp)->sim().TraceMix(static_cast<uint64_t>(op->wqe.opcode) << 32 | qp->qpn_);
+}
 
-  const Ps penalty = OffloadPenalty(tm, a);
-  const Ps t_pu = ClaimPu(a, now, tm.wr_proc + (tm.offload_occupies_pu ? penalty : 0));
-  const Ps t_done = t_pu + tm.wr_proc + penalty;
-  qp->next_start_ = t_done;
+// Local WQE: its effect (and CQE, when it writes one) land together; later
+// WQEs wait for it. Hardware writes no CQE for an unsignaled WR that
+// succeeds, so an unsignaled NOP, WAIT or ENABLE holds the QP only for its
+// processing (a WAIT still counts only the CQEs others write).
+void Rnic::StartLocal(SimQp* qp, Op* op, Ps t_done) {
+  const Timing& tm = ClusterOf(qp)->timing();
+  const DecodedSendWqe& w = op->wqe;
+  const bool writes_cqe = (w.flags & fabric::kSignaled) || op->status != WcStatus::kSuccess;
+  Ps t = writes_cqe ? t_done + tm.PcieWrite(64) : t_done;
+  if (w.opcode == Opcode::kBindMw || w.opcode == Opcode::kLocalInv) t += tm.umr;
+  qp->next_start_ = t;
+  ClusterOf(qp)->sim().Schedule(t, kComplete, OnComplete, op, op->wqe_index);
+}
 
-  if (early != WcStatus::kSuccess || !IsRemote(w.opcode)) {
-    // Local WQE: its effect (and CQE, when it writes one) land together;
-    // later WQEs wait for it. Hardware writes no CQE for an unsignaled WR
-    // that succeeds, so an unsignaled NOP, WAIT or ENABLE holds the QP only
-    // for its processing (a WAIT still counts only the CQEs others write).
-    const bool writes_cqe = (w.flags & fabric::kSignaled) || early != WcStatus::kSuccess;
-    Ps t = writes_cqe ? t_done + tm.PcieWrite(64) : t_done;
-    if (w.opcode == Opcode::kBindMw || w.opcode == Opcode::kLocalInv) t += tm.umr;
-    qp->next_start_ = t;
-    sim.Schedule(t, kComplete, OnComplete, op, op->wqe_index);
-    Kick(qp);
-    return;
-  }
-
-  // Remote WQE: validate local buffers, gather the payload now.
+// Remote WQE: validate the local buffers, gather the payload now, send it.
+void Rnic::StartRemote(SimQp* qp, Op* op, Ps t_done) {
+  SimNode* a = qp->node_;
+  SimCluster* cl = a->cluster();
+  Simulator& sim = cl->sim();
+  const Timing& tm = cl->timing();
+  const DecodedSendWqe& w = op->wqe;
+  const bool rd_atomic = IsRdAtomic(w.opcode);
   op->remote = true;
   op->rd_atomic = rd_atomic;
-  op->sent_at = now;
+  op->sent_at = sim.now();
   for (int i = 0; i < w.num_sge; ++i) {
     const WcStatus st = CheckLocal(a, qp, w.sge[i], /*write=*/rd_atomic);
     if (st != WcStatus::kSuccess) {
       op->status = st;
       op->remote = false;
       sim.Schedule(t_done, kComplete, OnComplete, op, op->wqe_index);
-      Kick(qp);
       return;
     }
   }
@@ -381,7 +408,6 @@ void Rnic::StartNext(SimQp* qp) {
   SimNode* b = cl->sim_node(qp->dest_node_);
   const Ps arrive = Transmit(a, b, t_ready, payload);
   sim.Schedule(arrive, kRespArrive, OnRespArrive, op, op->wqe_index);
-  Kick(qp);
 }
 
 // ---- Responder -----------------------------------------------------------------
@@ -421,163 +447,186 @@ void Rnic::DeliverRecvError(SimQp* p, WcStatus st, uint64_t wr_id) {
 }
 
 void Rnic::Respond(Op* op, SimNode* b, SimQp* p) {
-  SimQp* qp = op->qp;
-  SimNode* a = qp->node_;
+  SimNode* a = op->qp->node_;
   SimCluster* cl = a->cluster();
   Simulator& sim = cl->sim();
   const Timing& tm = cl->timing();
-  const DecodedSendWqe& w = op->wqe;
-  const Ps now = sim.now();
+  const Opcode opc = op->wqe.opcode;
 
   const Ps penalty = OffloadPenalty(tm, b);
-  const Ps t_p =
-      ClaimPu(b, std::max(now, p->resp_free_), tm.wr_proc + (tm.offload_occupies_pu ? penalty : 0));
+  const Ps t_p = ClaimPu(b, std::max(sim.now(), p->resp_free_),
+                         tm.wr_proc + (tm.offload_occupies_pu ? penalty : 0));
   const Ps t_done = t_p + tm.wr_proc + penalty;
   p->resp_free_ = t_done;
   ++p->counters_.requests_served;
 
-  WcStatus st = WcStatus::kSuccess;
-  uint64_t resp_payload = 0;
-  Ps t_data = t_done;
-  const Opcode opc = w.opcode;
-
-  if (opc == Opcode::kRead) {
-    const uint64_t len = SgeTotal(w);
-    st = CheckRemote(b, p, w.rkey, w.remote_addr, len, Access::kRemoteRead);
-    if (st == WcStatus::kSuccess) {
-      op->data.resize(len);
-      if (len) b->memory_.Read(w.remote_addr, op->data.data(), len);
-      op->byte_len = static_cast<uint32_t>(len);
-      resp_payload = len;
-      t_data = t_done + tm.PcieRead(len);
-    }
-  } else if (IsAtomic(opc)) {
-    const uint64_t len = SgeTotal(w);
-    if (len != 8 || (w.remote_addr & 7) != 0) {
-      st = WcStatus::kRemInvReqErr;
-    } else {
-      st = CheckRemote(b, p, w.rkey, w.remote_addr, 8, Access::kRemoteAtomic);
-    }
-    if (st == WcStatus::kSuccess) {
-      const Ps t_a = std::max(t_done, b->atomic_free_);
-      b->atomic_free_ = t_a + tm.atomic;
-      const uint64_t old = b->memory_.LoadU64(w.remote_addr);
-      uint64_t next = old;
-      if (opc == Opcode::kCmpAndSwp) {
-        if (old == w.operand0) next = w.operand1;
-      } else if (opc == Opcode::kFetchAndAdd) {
-        next = old + w.operand0;
-      } else {
-        next = MaskedAdd(old, w.operand0, w.operand1);
-      }
-      if (next != old) b->memory_.StoreU64(w.remote_addr, next);
-      op->data.resize(8);
-      std::memcpy(op->data.data(), &old, 8);
-      op->byte_len = 8;
-      resp_payload = 8;
-      t_data = t_a + tm.atomic;
-      sim.TraceMix(old);
-    }
-  } else if (opc == Opcode::kWrite || opc == Opcode::kWriteWithImm) {
-    const uint64_t len = op->data.size();
-    st = CheckRemote(b, p, w.rkey, w.remote_addr, len, Access::kRemoteWrite);
-    if (st == WcStatus::kSuccess) {
-      if (len) b->memory_.Write(w.remote_addr, op->data.data(), len);
-      p->counters_.bytes_received += len;
-      t_data = t_done + tm.PcieWrite(len);  // acked once placed
-      op->byte_len = static_cast<uint32_t>(len);
-    }
-  }
-
+  Response r = Execute(op, b, p, t_done);
   // Two-sided: SEND, SEND_WITH_INV and WRITE_WITH_IMM consume a RECV.
   const bool consumes_recv = opc == Opcode::kSend || opc == Opcode::kSendWithInv ||
-                             (opc == Opcode::kWriteWithImm && st == WcStatus::kSuccess);
-  if (consumes_recv) {
-    uint8_t dbr_bytes[4];
-    b->memory_.Read(p->rq_dbr_, dbr_bytes, 4);
-    const uint32_t dbr = fabric::LoadBe32(dbr_bytes);
-    const uint32_t avail = dbr - static_cast<uint32_t>(p->rq_consumed_);
-    const bool enabled = !p->attr_.manage_recv || p->rq_consumed_ < p->rq_enabled_;
-    if (avail == 0 || avail > p->rq_size_ || !enabled) {
-      // Receiver not ready: RNR NAK, retried after the RNR timer.
-      if (op->rnr_tries++ < 7) {
-        sim.Schedule(now + tm.rnr_delay, kRespArrive, OnRespArrive, op, op->wqe_index);
-        return;
-      }
-      op->status = WcStatus::kRnrRetryExcErr;
-      sim.Schedule(Transmit(b, a, t_done, 0), kComplete, OnComplete, op, op->wqe_index);
-      return;
-    }
-    const uint64_t slot = p->rq_consumed_ & (p->rq_size_ - 1);
-    uint8_t rbuf[fabric::kMaxSge * fabric::WqeLayout::kSegBytes];
-    b->memory_.Read(p->RecvWqeAddr(p->rq_consumed_), rbuf, p->rq_stride_);
-    Sge sges[fabric::kMaxSge];
-    const int n = fabric::DecodeRecvWqe(rbuf, p->rq_stride_, sges);
-    const uint64_t wr_id = p->rq_wrid_[slot];
-    ++p->rq_consumed_;
-    ++p->counters_.recvs_consumed;
-    WorkCompletion wc;
-    wc.wr_id = wr_id;
-    wc.qp_num = p->qpn_;
-    wc.opcode = opc == Opcode::kWriteWithImm ? Opcode::kRecvRdmaWithImm : Opcode::kRecv;
-    if (opc == Opcode::kWriteWithImm) {
-      wc.with_imm = true;
-      wc.imm_data = w.imm_inv_qpn;
-      wc.byte_len = static_cast<uint32_t>(op->data.size());
-    } else {
-      const uint64_t len = op->data.size();
-      uint64_t cap = 0;
-      for (int i = 0; i < n; ++i) cap += sges[i].length;
-      WcStatus rst = len > cap ? WcStatus::kLocLenErr : WcStatus::kSuccess;
-      for (int i = 0; i < n && rst == WcStatus::kSuccess; ++i) {
-        rst = CheckLocal(b, p, sges[i], true);
-      }
-      if (rst == WcStatus::kSuccess) {
-        uint64_t off = 0;
-        for (int i = 0; i < n && off < len; ++i) {
-          const uint64_t k = std::min<uint64_t>(sges[i].length, len - off);
-          b->memory_.Write(sges[i].addr, op->data.data() + off, k);
-          off += k;
-        }
-        wc.byte_len = static_cast<uint32_t>(len);
-        p->counters_.bytes_received += len;
-        if (opc == Opcode::kSendWithInv) {
-          if (DoLocalInv(p, w.imm_inv_qpn, true) == WcStatus::kSuccess) {
-            wc.invalidated_rkey = w.imm_inv_qpn;
-          } else {
-            rst = WcStatus::kRemInvReqErr;
-          }
-        }
-      }
-      if (rst != WcStatus::kSuccess) {
-        st = rst == WcStatus::kLocLenErr || rst == WcStatus::kRemInvReqErr ? WcStatus::kRemInvReqErr
-                                                                           : WcStatus::kRemOpErr;
-        wc.status = rst == WcStatus::kRemInvReqErr ? WcStatus::kRemInvReqErr : rst;
-      }
-    }
-    // The RECV completion lands after the data, in arrival order.
-    const Ps t_cqe = std::max(p->last_recv_cqe_, t_done + tm.PcieWrite(op->data.size() + 64));
-    p->last_recv_cqe_ = t_cqe;
-    Op* rc = cl->NewOp();
-    SimCluster::Attach(rc, p);
-    rc->epoch = p->epoch_;
-    rc->recv_wc = wc;
-    sim.Schedule(t_cqe, kRecvComplete, OnRecvComplete, rc, wr_id);
-    t_data = std::max(t_data, t_done + tm.PcieWrite(op->data.size()));
-  }
+                             (opc == Opcode::kWriteWithImm && r.st == WcStatus::kSuccess);
+  if (consumes_recv && !ConsumeRecv(op, b, p, t_done, &r)) return;  // RNR: retried later
 
-  if (st != WcStatus::kSuccess) {
+  if (r.st != WcStatus::kSuccess) {
     // NAK: the requester sees the error; the responder QP moves to ERR.
-    op->status = st;
+    op->status = r.st;
     ++p->counters_.errors;
-    resp_payload = 0;
+    r.payload = 0;
     if (p->state_ != QpState::kErr) EnterError(p);
   } else if (opc == Opcode::kSend || opc == Opcode::kSendWithInv) {
     op->byte_len = static_cast<uint32_t>(op->data.size());
   }
-  const Ps arrive = Transmit(b, a, t_data, resp_payload);
-  const Ps t_c = arrive + tm.PcieWrite(resp_payload + 64);  // data, then the CQE
+  const Ps arrive = Transmit(b, a, r.t_data, r.payload);
+  const Ps t_c = arrive + tm.PcieWrite(r.payload + 64);  // data, then the CQE
   sim.Schedule(t_c, kComplete, OnComplete, op, op->wqe_index);
+}
+
+// The one-sided part at the responder: protection check and memory effect of
+// a READ, an atomic or a WRITE (SENDs have none here).
+Rnic::Response Rnic::Execute(Op* op, SimNode* b, SimQp* p, Ps t_done) {
+  const Timing& tm = b->cluster()->timing();
+  const DecodedSendWqe& w = op->wqe;
+  Response r{WcStatus::kSuccess, 0, t_done};
+  if (w.opcode == Opcode::kRead) {
+    const uint64_t len = SgeTotal(w);
+    r.st = CheckRemote(b, p, w.rkey, w.remote_addr, len, Access::kRemoteRead);
+    if (r.st == WcStatus::kSuccess) {
+      op->data.resize(len);
+      if (len) b->memory_.Read(w.remote_addr, op->data.data(), len);
+      op->byte_len = static_cast<uint32_t>(len);
+      r.payload = len;
+      r.t_data = t_done + tm.PcieRead(len);
+    }
+  } else if (IsAtomic(w.opcode)) {
+    ExecuteAtomic(op, b, p, t_done, &r);
+  } else if (w.opcode == Opcode::kWrite || w.opcode == Opcode::kWriteWithImm) {
+    const uint64_t len = op->data.size();
+    r.st = CheckRemote(b, p, w.rkey, w.remote_addr, len, Access::kRemoteWrite);
+    if (r.st == WcStatus::kSuccess) {
+      if (len) b->memory_.Write(w.remote_addr, op->data.data(), len);
+      p->counters_.bytes_received += len;
+      r.t_data = t_done + tm.PcieWrite(len);  // acked once placed
+      op->byte_len = static_cast<uint32_t>(len);
+    }
+  }
+  return r;
+}
+
+// An 8-byte aligned atomic through the node's one atomic unit.
+void Rnic::ExecuteAtomic(Op* op, SimNode* b, SimQp* p, Ps t_done, Response* r) {
+  const Timing& tm = b->cluster()->timing();
+  const DecodedSendWqe& w = op->wqe;
+  if (SgeTotal(w) != 8 || (w.remote_addr & 7) != 0) {
+    r->st = WcStatus::kRemInvReqErr;
+  } else {
+    r->st = CheckRemote(b, p, w.rkey, w.remote_addr, 8, Access::kRemoteAtomic);
+  }
+  if (r->st != WcStatus::kSuccess) return;
+  const Ps t_a = std::max(t_done, b->atomic_free_);
+  b->atomic_free_ = t_a + tm.atomic;
+  const uint64_t old = b->memory_.LoadU64(w.remote_addr);
+  uint64_t next = old;
+  if (w.opcode == Opcode::kCmpAndSwp) {
+    if (old == w.operand0) next = w.operand1;
+  } else if (w.opcode == Opcode::kFetchAndAdd) {
+    next = old + w.operand0;
+  } else {
+    next = MaskedAdd(old, w.operand0, w.operand1);
+  }
+  if (next != old) b->memory_.StoreU64(w.remote_addr, next);
+  op->data.resize(8);
+  std::memcpy(op->data.data(), &old, 8);
+  op->byte_len = 8;
+  r->payload = 8;
+  r->t_data = t_a + tm.atomic;
+  b->cluster()->sim().TraceMix(old);
+}
+
+// Consumes the responder's next RECV for a SEND, SEND_WITH_INV or
+// WRITE_WITH_IMM and schedules its completion. False when there is none the
+// QP may use: the request was NAKed receiver-not-ready and is retried (or
+// fails after 7 tries); the caller then does nothing more.
+bool Rnic::ConsumeRecv(Op* op, SimNode* b, SimQp* p, Ps t_done, Response* r) {
+  SimCluster* cl = b->cluster();
+  Simulator& sim = cl->sim();
+  const Timing& tm = cl->timing();
+  const Opcode opc = op->wqe.opcode;
+  uint8_t dbr_bytes[4];
+  b->memory_.Read(p->rq_dbr_, dbr_bytes, 4);
+  const uint32_t dbr = fabric::LoadBe32(dbr_bytes);
+  const uint32_t avail = dbr - static_cast<uint32_t>(p->rq_consumed_);
+  const bool enabled = !p->attr_.manage_recv || p->rq_consumed_ < p->rq_enabled_;
+  if (avail == 0 || avail > p->rq_size_ || !enabled) {
+    // Receiver not ready: RNR NAK, retried after the RNR timer.
+    if (op->rnr_tries++ < 7) {
+      sim.Schedule(sim.now() + tm.rnr_delay, kRespArrive, OnRespArrive, op, op->wqe_index);
+      return false;
+    }
+    op->status = WcStatus::kRnrRetryExcErr;
+    sim.Schedule(Transmit(b, op->qp->node_, t_done, 0), kComplete, OnComplete, op, op->wqe_index);
+    return false;
+  }
+  const uint64_t slot = p->rq_consumed_ & (p->rq_size_ - 1);
+  uint8_t rbuf[fabric::kMaxSge * fabric::WqeLayout::kSegBytes];
+  b->memory_.Read(p->RecvWqeAddr(p->rq_consumed_), rbuf, p->rq_stride_);
+  Sge sges[fabric::kMaxSge];
+  const int n = fabric::DecodeRecvWqe(rbuf, p->rq_stride_, sges);
+  const uint64_t wr_id = p->rq_wrid_[slot];
+  ++p->rq_consumed_;
+  ++p->counters_.recvs_consumed;
+  WorkCompletion wc;
+  wc.wr_id = wr_id;
+  wc.qp_num = p->qpn_;
+  wc.opcode = opc == Opcode::kWriteWithImm ? Opcode::kRecvRdmaWithImm : Opcode::kRecv;
+  if (opc == Opcode::kWriteWithImm) {
+    wc.with_imm = true;
+    wc.imm_data = op->wqe.imm_inv_qpn;
+    wc.byte_len = static_cast<uint32_t>(op->data.size());
+  } else {
+    ScatterSend(op, b, p, sges, n, &wc, &r->st);
+  }
+  // The RECV completion lands after the data, in arrival order.
+  const Ps t_cqe = std::max(p->last_recv_cqe_, t_done + tm.PcieWrite(op->data.size() + 64));
+  p->last_recv_cqe_ = t_cqe;
+  Op* rc = cl->NewOp();
+  SimCluster::Attach(rc, p);
+  rc->epoch = p->epoch_;
+  rc->recv_wc = wc;
+  sim.Schedule(t_cqe, kRecvComplete, OnRecvComplete, rc, wr_id);
+  r->t_data = std::max(r->t_data, t_done + tm.PcieWrite(op->data.size()));
+  return true;
+}
+
+// A SEND's payload into the RECV's SGEs (and SEND_WITH_INV's invalidation);
+// a failure sets the RECV's completion status and the requester's NAK `st`.
+void Rnic::ScatterSend(Op* op, SimNode* b, SimQp* p, const Sge* sges, int n, WorkCompletion* wc,
+                       WcStatus* st) {
+  const uint64_t len = op->data.size();
+  uint64_t cap = 0;
+  for (int i = 0; i < n; ++i) cap += sges[i].length;
+  WcStatus rst = len > cap ? WcStatus::kLocLenErr : WcStatus::kSuccess;
+  for (int i = 0; i < n && rst == WcStatus::kSuccess; ++i) rst = CheckLocal(b, p, sges[i], true);
+  if (rst == WcStatus::kSuccess) {
+    uint64_t off = 0;
+    for (int i = 0; i < n && off < len; ++i) {
+      const uint64_t k = std::min<uint64_t>(sges[i].length, len - off);
+      b->memory_.Write(sges[i].addr, op->data.data() + off, k);
+      off += k;
+    }
+    wc->byte_len = static_cast<uint32_t>(len);
+    p->counters_.bytes_received += len;
+    if (op->wqe.opcode == Opcode::kSendWithInv) {
+      if (DoLocalInv(p, op->wqe.imm_inv_qpn, true) == WcStatus::kSuccess) {
+        wc->invalidated_rkey = op->wqe.imm_inv_qpn;
+      } else {
+        rst = WcStatus::kRemInvReqErr;
+      }
+    }
+  }
+  if (rst != WcStatus::kSuccess) {
+    *st = rst == WcStatus::kLocLenErr || rst == WcStatus::kRemInvReqErr ? WcStatus::kRemInvReqErr
+                                                                        : WcStatus::kRemOpErr;
+    wc->status = rst == WcStatus::kRemInvReqErr ? WcStatus::kRemInvReqErr : rst;
+  }
 }
 
 void Rnic::OnRecvComplete(void* ctx, uint64_t) {

@@ -28,8 +28,23 @@ class Rnic {
   static void OnRespArrive(void* ctx, uint64_t arg);
   static void OnComplete(void* ctx, uint64_t arg);
   static void OnRecvComplete(void* ctx, uint64_t arg);
+  // What the responder sends back: status, payload bytes, when it is ready.
+  struct Response {
+    fabric::WcStatus st;
+    uint64_t payload;
+    Ps t_data;
+  };
   static void StartNext(SimQp* qp);
+  static bool PassWait(SimQp* qp, const fabric::DecodedSendWqe& w, fabric::WcStatus* early);
+  static void Enqueue(SimQp* qp, Op* op, fabric::WcStatus early);
+  static void StartLocal(SimQp* qp, Op* op, Ps t_done);
+  static void StartRemote(SimQp* qp, Op* op, Ps t_done);
   static void Respond(Op* op, SimNode* b, SimQp* p);
+  static Response Execute(Op* op, SimNode* b, SimQp* p, Ps t_done);
+  static void ExecuteAtomic(Op* op, SimNode* b, SimQp* p, Ps t_done, Response* r);
+  static bool ConsumeRecv(Op* op, SimNode* b, SimQp* p, Ps t_done, Response* r);
+  static void ScatterSend(Op* op, SimNode* b, SimQp* p, const fabric::Sge* sges, int n,
+                          fabric::WorkCompletion* wc, fabric::WcStatus* st);
   static void Retire(SimQp* qp);
   static void Unblock(SimQp* qp);
   static void ApplyLocal(Op* op);
