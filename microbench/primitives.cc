@@ -7,6 +7,7 @@
 
 #include "fabric/histogram.h"
 #include "fabric/sim/sim_cluster.h"
+#include "systems/common/chain_wr.h"
 
 namespace dmb::microbench {
 namespace {
@@ -155,34 +156,25 @@ double GatedStepUs(const sim::Profile& p, uint64_t seed) {
   cl.Connect(c, c);
   constexpr int kN = 32;
   for (int i = 0; i < kN; ++i) {
-    SendWr wr;
-    wr.wr_id = static_cast<uint64_t>(i);
-    wr.flags = kSignaled;
-    wr.remote_addr = b.addr + 8 * i;
-    wr.rkey = b.mr->rkey();
+    const uint64_t src = b.addr + 8 * i;
     const uint64_t dst = b.addr + 8 * (i + 1);
+    SendWr wr;
     if (i % 2 == 0) {
+      wr.wr_id = static_cast<uint64_t>(i);
       wr.opcode = Opcode::kFetchAndAdd;
       wr.sg_list = {{dst, 8, b.mr->lkey()}};
+      wr.remote_addr = src;
+      wr.rkey = b.mr->rkey();
       wr.compare_add = 1;
     } else {
-      wr.opcode = Opcode::kRead;
-      for (uint64_t k = 0; k < 8; ++k) wr.sg_list.push_back({dst + 7 - k, 1, b.mr->lkey()});
+      wr = systems::chain::SwapReadWr(src, b.mr->rkey(), dst, b.mr->lkey(), i);
     }
+    wr.flags = kSignaled;
     if (l->PostSend(wr) != 0) throw std::runtime_error("post failed");
   }
   for (int i = 0; i < kN; ++i) {
-    SendWr wait;
-    wait.opcode = Opcode::kWait;
-    wait.flags = 0;
-    wait.wait_cq = lcq->cq_num();
-    wait.wait_count = static_cast<uint64_t>(i);
-    SendWr enable;
-    enable.opcode = Opcode::kSendEnable;
-    enable.flags = 0;
-    enable.enable_qpn = l->qp_num();
-    enable.enable_index = static_cast<uint64_t>(i + 1);
-    if (c->PostSend(wait) != 0 || c->PostSend(enable) != 0) {
+    if (c->PostSend(systems::chain::WaitWr(lcq, i)) != 0 ||
+        c->PostSend(systems::chain::EnableWr(l, i + 1)) != 0) {
       throw std::runtime_error("post failed");
     }
   }
