@@ -16,12 +16,12 @@ constexpr uint32_t kResumeKind = 1;
 
 }  // namespace
 
-Simulator::Simulator(uint64_t seed) : seed_(seed) { heap_.reserve(1024); }
+Simulator::Simulator(uint64_t seed) : seed_(seed) {}
 
 Simulator::~Simulator() { Shutdown(); }
 
 void Simulator::Shutdown() {
-  heap_.clear();
+  events_.Clear();
   while (!roots_.empty()) {
     void* frame = *roots_.begin();
     std::coroutine_handle<>::from_address(frame).destroy();  // unregisters itself
@@ -38,25 +38,17 @@ void Simulator::Schedule(Ps t, uint32_t kind, EventFn fn, void* ctx, uint64_t ar
     throw std::logic_error("event scheduled in the past: t=" + std::to_string(t) +
                            " ps < now=" + std::to_string(now_) + " ps");
   }
-  heap_.push_back(Event{t, seq_++, fn, ctx, arg, kind});
-  std::push_heap(heap_.begin(), heap_.end(), Later{});
+  events_.Push({t, fn, ctx, arg, kind});
 }
 
 void Simulator::ResumeAt(std::coroutine_handle<> h, Ps t) {
   Schedule(std::max(t, now_), kResumeKind, ResumeEvent, h.address(), 0);
 }
 
-void Simulator::Pop(Event* e) {
-  std::pop_heap(heap_.begin(), heap_.end(), Later{});
-  *e = heap_.back();
-  heap_.pop_back();
-}
-
 void Simulator::Drain(Ps limit) {
-  Event e;
   stop_ = false;
-  while (!heap_.empty() && heap_.front().t <= limit && !exception_ && !stop_) {
-    Pop(&e);
+  while (!events_.empty() && events_.min_time() <= limit && !exception_ && !stop_) {
+    const EventQueue::Event e = events_.Pop();
     now_ = e.t;
     ++events_executed_;
     TraceMix(static_cast<uint64_t>(e.t) * 31 + e.kind);  // args may be pointers: not hashed

@@ -19,12 +19,13 @@
 
 #include "fabric/node.h"
 #include "fabric/rng.h"
+#include "fabric/sim/event_queue.h"
 
 namespace dmb::sim {
 
 class Simulator : public fabric::Runtime {
  public:
-  using EventFn = void (*)(void* ctx, uint64_t arg);
+  using EventFn = EventQueue::EventFn;
 
   explicit Simulator(uint64_t seed);
   ~Simulator() override;
@@ -65,29 +66,14 @@ class Simulator : public fabric::Runtime {
   }
 
  private:
-  struct Event {
-    Ps t;
-    uint64_t seq;
-    EventFn fn;
-    void* ctx;
-    uint64_t arg;
-    uint32_t kind;
-  };
-  struct Later {
-    bool operator()(const Event& a, const Event& b) const {
-      return a.t != b.t ? a.t > b.t : a.seq > b.seq;
-    }
-  };
-  void Pop(Event* e);
   bool stop_ = false;
   void Drain(Ps limit);
 
   uint64_t seed_;
   Ps now_ = 0;
-  uint64_t seq_ = 0;
   uint64_t events_executed_ = 0;
   uint64_t trace_hash_ = 0xcbf29ce484222325ull;
-  std::vector<Event> heap_;
+  EventQueue events_;
   std::unordered_set<void*> roots_;
   std::exception_ptr exception_;
 };
