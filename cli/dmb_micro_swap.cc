@@ -77,6 +77,12 @@ std::vector<std::pair<std::string, double>> SwapCounters(const apps::swap::SwapR
           {"swap_reads", d(r.reads)}};
 }
 
+// ",skew=S" when the knob is set (so a default run's label is as before).
+std::string SkewLabel(const apps::swap::WorkloadKnobs& k) {
+  if (k.skew == apps::swap::WorkloadKnobs::kDefaultSkew) return "";
+  return ",skew=" + std::to_string(k.skew);
+}
+
 Report RunSwapBench(const SwapArgs& a) {
   apps::swap::SwapRunSpec spec = a.swap;
   spec.seed = a.seed;
@@ -107,7 +113,7 @@ Report RunSwapBench(const SwapArgs& a) {
               ",tasks=" + std::to_string(spec.tasks) +
               ",local=" + std::to_string(spec.local_ratio) +
               ",scale=" + std::to_string(spec.scale) + ",cover=" + spec.segment_policy +
-              KnobsLabel(r.knobs);
+              SkewLabel(spec.workload_knobs) + KnobsLabel(r.knobs);
   rep.seconds = PsToS(r.run_ps);
   rep.counters = SwapCounters(r, spec.tasks);
   return rep;
@@ -141,6 +147,10 @@ void SetupSwap(CLI::App& app, BenchFn* chosen) {
       ->capture_default_str();
   swap->add_option("--scale", s->scale, "Fraction of the paper's sizes, (0, 1]")
       ->transform(Fraction(true))
+      ->capture_default_str();
+  swap->add_option("--skew", s->workload_knobs.skew,
+                   "memcached: Zipf exponent of key popularity, (0, 10] (Facebook's ETC\n"
+                   "is heavily skewed; 0.99 as YCSB). Other apps refuse it.")
       ->capture_default_str();
   swap->add_option("--tasks", s->tasks, "Application copies over all CNs")
       ->transform(IntIn(1, 4096))

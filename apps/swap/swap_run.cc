@@ -210,15 +210,22 @@ void CheckSpec(const SwapRunSpec& s) {
     for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
     throw ConfigError("swap: unknown workload \"" + s.workload + "\"; known: " + known);
   }
+  try {
+    CheckKnobs(s.workload, s.workload_knobs);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(std::string("swap: ") + e.what());
+  }
   ParseSegmentPolicy(s.segment_policy);
   if (s.cpu_samples < 3) throw ConfigError("swap: cpu_samples must be >= 3");
 }
 
 Trace LoadTrace(const SwapRunSpec& s, bool* cached) {
   *cached = false;
-  if (s.trace_dir.empty()) return RecordWorkload(s.workload, s.scale, s.seed);
+  if (s.trace_dir.empty()) {
+    return RecordWorkload(s.workload, s.scale, s.seed, true, nullptr, s.workload_knobs);
+  }
   TraceCache cache(s.trace_dir);
-  return WorkloadTrace(cache, s.workload, s.scale, s.seed, cached);
+  return WorkloadTrace(cache, s.workload, s.scale, s.seed, cached, s.workload_knobs);
 }
 
 // "kmeans-32g" -> "kmeans": the application whose CPU cost applies.

@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <string>
 
+#include "apps/swap/workloads.h"
 #include "fabric/histogram.h"
 #include "harness/testbed.h"
 
@@ -52,8 +53,9 @@ namespace dmb::apps::swap {
 
 struct SwapRunSpec {
   std::string workload = "kmeans";
-  double scale = 1.0 / 256;  // of the paper's working set and swap area
-  int tasks = 1;             // over all CNs
+  WorkloadKnobs workload_knobs;  // memcached's skew (workloads.h)
+  double scale = 1.0 / 256;      // of the paper's working set and swap area
+  int tasks = 1;                 // over all CNs
   double local_ratio = 0.5;
   double swap_gb = 32;                  // per CN at scale 1 ([OSMW] §6)
   std::string segment_policy = "lazy";  // lazy | keep | whole (segment_table.h)

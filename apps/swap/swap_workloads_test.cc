@@ -389,6 +389,32 @@ TEST(WorkloadsTest, TracesAreCachedByWorkloadScaleAndSeed) {
   std::filesystem::remove_all(dir);
 }
 
+// memcached's skew knob: a key of its own (file and key line) when set, the
+// old key exactly when not; a flatter popularity touches more pages; a knob
+// on another workload, or out of range, is refused naming it.
+TEST(WorkloadsTest, MemcachedSkewIsPartOfTheTraceKey) {
+  const double scale = 1.0 / 8192;
+  const TraceKey plain = WorkloadKey("memcached", scale, 1);
+  EXPECT_EQ(plain.knobs, "");
+  EXPECT_EQ(plain.KeyLine().find("knobs"), std::string::npos);
+  EXPECT_EQ(plain.FileName(), "memcached-scale0.00012207-seed1.trace");
+  const TraceKey flat = WorkloadKey("memcached", scale, 1, {.skew = 0.5});
+  EXPECT_EQ(flat.FileName(), "memcached-scale0.00012207-seed1-skew=0.5.trace");
+  EXPECT_NE(flat.KeyLine(), plain.KeyLine());
+  const uint64_t pages_default = RecordWorkload("memcached", scale, 1).TouchedPages();
+  const uint64_t pages_flat =
+      RecordWorkload("memcached", scale, 1, true, nullptr, {.skew = 0.5}).TouchedPages();
+  EXPECT_GT(pages_flat, pages_default);
+  try {
+    WorkloadKey("kmeans", scale, 1, {.skew = 0.5});
+    ADD_FAILURE() << "skew on kmeans accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "skew applies to the memcached workload only, not kmeans");
+  }
+  EXPECT_THROW(WorkloadKey("memcached", scale, 1, {.skew = 0}), std::invalid_argument);
+  EXPECT_THROW(WorkloadKey("memcached", scale, 1, {.skew = 11}), std::invalid_argument);
+}
+
 // 4x the scale, about 4x the touched pages, a little more as the memory
 // outgrows the recorder's epochs (fewer touches coalesce; for memcached the
 // Zipf-hot keys also take a smaller share). BC stays below ~2 MB per array:

@@ -13,14 +13,15 @@ namespace dmb::apps::swap {
 std::string TraceKey::FileName() const {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%g", scale);
-  return workload + "-scale" + buf + "-seed" + std::to_string(seed) + ".trace";
+  return workload + "-scale" + buf + "-seed" + std::to_string(seed) +
+         (knobs.empty() ? "" : "-" + knobs) + ".trace";
 }
 
 std::string TraceKey::KeyLine() const {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.17g", scale);
   return "workload=" + workload + " scale=" + buf + " seed=" + std::to_string(seed) +
-         " version=" + version + "\n";
+         " version=" + version + (knobs.empty() ? "" : " knobs=" + knobs) + "\n";
 }
 
 TraceCache::TraceCache(std::filesystem::path dir) : dir_(std::move(dir)) {

@@ -1,11 +1,12 @@
-// TraceCache: recorded traces kept on disk by (workload, scale, seed), so a
-// later run replays the same trace without re-running the algorithm.
+// TraceCache: recorded traces kept on disk by (workload, scale, seed, knobs),
+// so a later run replays the same trace without re-running the algorithm.
 //
-// A file is <dir>/<workload>-scale<scale>-seed<seed>.trace holding a text
-// key line (workload, scale, seed, and the workload's version string, which
-// changes whenever its algorithm or parameters change) and the serialized
-// trace. A file whose key line or body does not match is re-recorded.
-// Files are written to a temporary name and renamed into place.
+// A file is <dir>/<workload>-scale<scale>-seed<seed>[-<knobs>].trace holding
+// a text key line (workload, scale, seed, the workload's version string,
+// which changes whenever its algorithm or parameters change, and the knobs
+// when set) and the serialized trace. Knobs at their defaults are "", so
+// the files written before knobs existed keep their names and key lines. A file whose key line or
+// body does not match is re-recorded. Files are written to a temporary name and renamed into place.
 #pragma once
 
 #include <filesystem>
@@ -21,6 +22,7 @@ struct TraceKey {
   double scale = 1.0;
   uint64_t seed = 0;
   std::string version;  // the workload's algorithm/parameter version
+  std::string knobs;    // e.g. "skew=0.5"; "" for the workload's defaults
   std::string FileName() const;
   std::string KeyLine() const;
 };

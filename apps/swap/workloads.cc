@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
 #include "apps/swap/bc.h"
@@ -64,10 +65,10 @@ Trace RecordPageRank(uint64_t bytes, uint64_t seed, bool record, double* input_c
 
 // Below 64 MB the slab pages (-I) shrink to 1/64 of the memory, at least
 // 64 KB, so the classes' one-page minimum stays small against it.
-Trace RecordMemcached(uint64_t bytes, uint64_t seed, bool record) {
+Trace RecordMemcached(uint64_t bytes, uint64_t seed, bool record, double skew) {
   uint64_t page = kMemcachedSlabBytes;
   while (page > 64 * 1024 && page * 64 > bytes) page /= 2;
-  return RunMemcached({.memory_bytes = bytes, .slab_page_bytes = page, .seed = seed},
+  return RunMemcached({.memory_bytes = bytes, .skew = skew, .slab_page_bytes = page, .seed = seed},
                       {.record = record})
       .trace;
 }
@@ -102,10 +103,29 @@ uint64_t PaperWorkingSetBytes(const std::string& name) {
   return 0;
 }
 
-TraceKey WorkloadKey(const std::string& name, double scale, uint64_t seed) {
+void CheckKnobs(const std::string& name, const WorkloadKnobs& k) {
+  if (k.skew == WorkloadKnobs::kDefaultSkew) return;
+  if (name != "memcached") {
+    throw std::invalid_argument("skew applies to the memcached workload only, not " + name);
+  }
+  if (!(k.skew > 0 && k.skew <= 10)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", k.skew);
+    throw std::invalid_argument(std::string("skew must be a Zipf exponent in (0, 10], got ") + buf);
+  }
+}
+
+TraceKey WorkloadKey(const std::string& name, double scale, uint64_t seed, const WorkloadKnobs& k) {
   const Entry& e = Find(name);
   ScaledBytes(e, scale);
-  return {name, scale, seed, e.version};
+  CheckKnobs(name, k);
+  TraceKey key{name, scale, seed, e.version, ""};
+  if (k.skew != WorkloadKnobs::kDefaultSkew) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "skew=%.6g", k.skew);
+    key.knobs = buf;
+  }
+  return key;
 }
 
 double ThreadCpuSeconds() {
@@ -115,20 +135,22 @@ double ThreadCpuSeconds() {
 }
 
 Trace RecordWorkload(const std::string& name, double scale, uint64_t seed, bool record,
-                     double* input_cpu_s) {
+                     double* input_cpu_s, const WorkloadKnobs& k) {
   const Entry& e = Find(name);
+  CheckKnobs(name, k);
   uint64_t bytes = ScaledBytes(e, scale);
   if (input_cpu_s) *input_cpu_s = 0;
   if (name == "pagerank") return RecordPageRank(bytes, seed, record, input_cpu_s);
   if (name == "bc") return RecordBc(bytes, seed, record, input_cpu_s);
-  if (name == "memcached") return RecordMemcached(bytes, seed, record);
+  if (name == "memcached") return RecordMemcached(bytes, seed, record, k.skew);
   return RunKmeans(KmeansParams::ForWorkingSet(bytes, seed), {.record = record}).trace;
 }
 
 Trace WorkloadTrace(TraceCache& cache, const std::string& name, double scale, uint64_t seed,
-                    bool* hit) {
+                    bool* hit, const WorkloadKnobs& k) {
   return cache.GetOrRecord(
-      WorkloadKey(name, scale, seed), [&] { return RecordWorkload(name, scale, seed); }, hit);
+      WorkloadKey(name, scale, seed, k),
+      [&] { return RecordWorkload(name, scale, seed, true, nullptr, k); }, hit);
 }
 
 }  // namespace dmb::apps::swap

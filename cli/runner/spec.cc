@@ -27,7 +27,7 @@ const std::vector<std::string> kMatchKeys = {
     "system",        "variant",    "op",      "io",       "threads",  "size_bytes",  "offload_qps",
     "mw_type",       "page_bytes", "cns",     "mn_cores", "workload", "value_bytes", "alloc_bytes",
     "threads_total", "profile",    "kv_size", "app",      "tasks",    "local",       "scale",
-    "cover"};
+    "cover",         "skew"};
 
 // The parameters each op takes (the micro program refuses the others).
 const std::map<std::string, std::vector<std::string>> kOpParams = {
@@ -39,7 +39,8 @@ const std::map<std::string, std::vector<std::string>> kOpParams = {
     {"kv",
      {"threads", "cns", "mn_cores", "pool", "workload", "value", "kv_size", "keys", "profile"}},
     {"swap",
-     {"cns", "mn_cores", "pool", "app", "scale", "tasks", "local", "swap_gb", "cover", "profile"}},
+     {"cns", "mn_cores", "pool", "app", "scale", "tasks", "local", "swap_gb", "cover", "skew",
+      "profile"}},
 };
 
 bool Takes(const std::string& op, const std::string& key) {
@@ -103,8 +104,8 @@ double Number(const YAML::Node& n, const std::string& where) {
   return ParseDouble(Scalar(n, where), where);
 }
 
-// The swap op's own parameters (scale, local, swap_gb, cover, app); nullopt
-// for any other key.
+// The swap op's own parameters (scale, local, swap_gb, cover, app, skew);
+// nullopt for any other key.
 std::optional<std::string> CheckSwapParam(const std::string& key, const std::string& v,
                                           const std::string& where) {
   if (key == "scale" || key == "local") {
@@ -122,6 +123,14 @@ std::optional<std::string> CheckSwapParam(const std::string& key, const std::str
            "expected lazy (segments mapped on first use, freed when empty), keep (never "
            "freed) or whole (the swap area mapped at start), got \"" +
                v + "\"");
+    }
+    return v;
+  }
+  if (key == "skew") {
+    const double d = ParseDouble(v, where);
+    if (!(d > 0 && d <= 10)) {
+      Fail(where,
+           "expected a Zipf exponent in (0, 10] (memcached's key popularity), got \"" + v + "\"");
     }
     return v;
   }
@@ -358,7 +367,7 @@ const std::vector<std::string>& KnownParams() {
   static const std::vector<std::string> k = {
       "threads", "cns",   "mn_cores", "pool",  "io",      "size",  "ops",     "offload_qps",
       "mw_type", "page",  "workload", "value", "keys",    "batch", "profile", "kv_size",
-      "app",     "scale", "tasks",    "local", "swap_gb", "cover"};
+      "app",     "scale", "tasks",    "local", "swap_gb", "cover", "skew"};
   return k;
 }
 

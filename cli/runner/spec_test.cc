@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "cli/runner/micro_command.h"
+#include "cli/runner/results.h"
+
 namespace dmb::runner {
 namespace {
 
@@ -182,6 +187,33 @@ TEST(Spec, SwapRunsCheckTheirParameters) {
             "runs[1].params.app: expected a workload name like kmeans, got \"K means\"");
   EXPECT_EQ(ErrorOf(Replace(swap, "grid: {tasks: [1, 48]}", "grid: {tasks: [0]}")),
             "runs[1].grid.tasks[0]: expected an integer >= 1, got \"0\"");
+}
+
+// memcached's key popularity as a swept parameter: passed as --skew, in the
+// CSV's skew column; absent, the point (and its hash) is as before the knob.
+TEST(Spec, SwapSkewIsAParameterTheMicroProgramGets) {
+  const std::string swap =
+      Replace(kGood, "  - op: offload_read\n    grid: {offload_qps: [0, 96]}",
+              "  - op: swap\n    params: {app: memcached, scale: 0.001953125}\n"
+              "    grid: {skew: [0.5, 1.2]}\n    systems: [{system: static_mr}]");
+  std::vector<Point> points;
+  for (const Point& p : Expand(ParseSpec(swap))) {
+    if (p.op == "swap" && p.seed == 1) points.push_back(p);
+  }
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[1].params.at("skew"), "1.2");
+  EXPECT_NE(points[0].hash, points[1].hash);
+  const auto cmd = MicroCommand("dmb_micro", points[0], "out.json", "sim", {});
+  const auto it = std::find(cmd.begin(), cmd.end(), "--skew");
+  ASSERT_NE(it, cmd.end());
+  EXPECT_EQ(*(it + 1), "0.5");
+  const auto plain = Expand(ParseSpec(Replace(swap, "grid: {skew: [0.5, 1.2]}", "grid: {}")));
+  EXPECT_EQ(PointParams(plain.back()).count("skew"), 0u);  // no default filled in
+  EXPECT_EQ(ErrorOf(Replace(swap, "skew: [0.5, 1.2]", "skew: [0]")),
+            "runs[1].grid.skew[0]: expected a Zipf exponent in (0, 10] (memcached's key "
+            "popularity), got \"0\"");
+  const auto cols = CsvColumns();
+  EXPECT_NE(std::find(cols.begin(), cols.end(), "skew"), cols.end());
 }
 
 TEST(Spec, TwoRunsProducingTheSamePointAreRefused) {
