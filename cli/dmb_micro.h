@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/size_option.h"
 #include "harness/testbed.h"
 
 namespace dmb::microbench {
@@ -113,14 +114,11 @@ CLI::Validator IntIn(T min, T max) {
 CLI::Validator Fraction(bool upto_one);
 // One of `choices`: "expected a, b or c, got "v"".
 CLI::Validator OneOf(const std::vector<std::string>& choices);
-// A size systems::ParseSize reads: 64B, 4KB, 1MB, 1GB or a byte count.
-CLI::Validator Size();
+using cli::Size;  // size_option.h: 64B, 4KB, 1MB, 1GB or a byte count
 // A calibration profile sim::Profile::ByName knows (cx5, cx5+mn_poll, ...).
 CLI::Validator ProfileName();
 // N in [1, harness::kUnlimitedCores] or "unlimited".
 CLI::Validator MnCores();
-
-// The size a Size()-checked option holds.
-uint64_t SizeOf(const std::string& checked);
+using cli::SizeOf;
 
 }  // namespace dmb::microbench

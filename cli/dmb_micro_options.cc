@@ -49,17 +49,6 @@ CLI::Validator OneOf(const std::vector<std::string>& choices) {
       list);
 }
 
-CLI::Validator Size() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        if (systems::ParseSize(v)) return {};
-        return "expected a size like 64B, 4KB, 1MB, 1GB or a byte count, got \"" + v + "\"";
-      },
-      "SIZE");
-}
-
-uint64_t SizeOf(const std::string& checked) { return *systems::ParseSize(checked); }
-
 CLI::Validator ProfileName() {
   return CLI::Validator(
       [](std::string& v) -> std::string {

@@ -22,6 +22,7 @@
 #include "apps/swap/app_cost.h"
 #include "apps/swap/workloads.h"
 #include "cli/runner/run_command.h"
+#include "cli/size_option.h"
 #include "fabric/sim/profile.h"
 #include "microbench/access_bench.h"
 #include "microbench/alloc_bench.h"
@@ -140,15 +141,10 @@ void AddBackendOptions(CLI::App* c, MicroArgs* a) {
   c->add_option("--mn-device", a->mn_device, "ibv with --mn spawn: the daemon's RDMA device");
 }
 
-// A size like 256MB or 1GB (systems::ParseSize), checked by CLI11 as the
-// option is parsed: one validator for every --pool.
-const CLI::Validator kSize(
-    [](std::string& v) {
-      return dmb::systems::ParseSize(v) ? std::string()
-                                        : "expected a size like 256MB or 1GB, got \"" + v + "\"";
-    },
-    "SIZE");
-uint64_t SizeOf(const std::string& checked) { return *dmb::systems::ParseSize(checked); }
+// Every --pool: checked by CLI11 as the option is parsed (size_option.h,
+// shared with dmb_micro).
+const CLI::Validator kSize = dmb::cli::Size();
+using dmb::cli::SizeOf;
 
 int MicroAccess(const MicroArgs& a) {
   dmb::microbench::AccessBenchSpec spec;
