@@ -228,7 +228,22 @@ std::string JsonObject(std::vector<std::pair<std::string, std::string>> members,
   return out + "}\n";
 }
 
-std::string MetaJson(const Spec& spec, double wall_s, const MetaOptions& meta) {
+// The largest peak_rss_mb among the point files (0 and "" when none has one:
+// files written before the runner recorded it).
+struct PeakRss {
+  double mb = 0;
+  std::string point;
+};
+
+void NotePeakRss(const fs::path& path, const Point& p, PeakRss* peak) {
+  const YAML::Node n = YAML::LoadFile(path.string());
+  if (n["peak_rss_mb"] && n["peak_rss_mb"].as<double>() > peak->mb) {
+    *peak = {n["peak_rss_mb"].as<double>(), p.id};
+  }
+}
+
+std::string MetaJson(const Spec& spec, double wall_s, const PeakRss& peak,
+                     const MetaOptions& meta) {
   const std::string dir = fs::absolute(spec.path).parent_path().string();
   const std::string sha = Shell("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
   // Dirty: the code or specs differ from the commit (results/ itself does not count).
@@ -260,6 +275,8 @@ std::string MetaJson(const Spec& spec, double wall_s, const MetaOptions& meta) {
        {"spec_hash", "\"" + Hex(spec.hash) + "\""},
        {"host", JsonString(host)},
        {"wall_s", fmt::format("{:.1f}", wall_s)},
+       {"peak_rss_mb",
+        fmt::format("{{\"max\": {:.1f}, \"point\": {}}}", peak.mb, JsonString(peak.point))},
        {"generated_at", "\"" + std::string(when) + "\""},
        {"findings", "[" + (findings.empty() ? "" : "\n    " + findings + "\n  ") + "]"}},
       ExtraMeta(meta.meta_json));
@@ -285,7 +302,7 @@ uint64_t PointHash(const Point& p, const std::string& backend) {
 }
 
 std::string PointJson(const Point& p, uint64_t hash, const std::map<std::string, double>& metrics,
-                      double wall_s, const std::vector<std::string>& cmd,
+                      const PointCost& cost, const std::vector<std::string>& cmd,
                       const std::string& skipped) {
   std::string ms = "{";
   for (const auto& [k, v] : metrics) {
@@ -297,11 +314,12 @@ std::string PointJson(const Point& p, uint64_t hash, const std::map<std::string,
   return fmt::format(
       "{{\n  \"id\": {},\n  \"point_hash\": \"{}\",\n  \"op\": {},\n  \"system\": {},\n"
       "  \"variant\": {},\n  \"seed\": {},\n  \"knobs\": {},\n  \"params\": {},\n"
-      "  \"metrics\": {},{}\n  \"wall_s\": {:.3f},\n  \"cmd\": {}\n}}\n",
+      "  \"metrics\": {},{}\n  \"wall_s\": {:.3f},\n  \"peak_rss_mb\": {:.1f},\n"
+      "  \"cmd\": {}\n}}\n",
       JsonString(p.id), Hex(hash), JsonString(p.op), JsonString(p.system), JsonString(p.variant),
       p.seed, JsonMap(p.knobs), JsonMap(PointParams(p)), ms,
-      skipped.empty() ? "" : "\n  \"skipped\": " + JsonString(skipped) + ",", wall_s,
-      JsonString(c));
+      skipped.empty() ? "" : "\n  \"skipped\": " + JsonString(skipped) + ",", cost.wall_s,
+      cost.peak_rss_mb, JsonString(c));
 }
 
 bool HasResult(const fs::path& path, uint64_t hash) {
@@ -343,9 +361,12 @@ const std::vector<std::string>& CsvColumns() {
 void WriteResults(const Spec& spec, const std::vector<Point>& all, const fs::path& dir,
                   double wall_s, const MetaOptions& meta) {
   std::vector<Row> rows;
+  PeakRss peak;
   for (const Point& p : all) {
     const fs::path path = dir / "points" / (p.id + ".json");
-    if (HasResult(path, PointHash(p, meta.backend))) rows.push_back(RowOf(spec, p, path));
+    if (!HasResult(path, PointHash(p, meta.backend))) continue;
+    rows.push_back(RowOf(spec, p, path));
+    NotePeakRss(path, p, &peak);
   }
   std::string csv;
   for (const auto& c : CsvColumns()) csv += (csv.empty() ? "" : ",") + c;
@@ -360,7 +381,7 @@ void WriteResults(const Spec& spec, const std::vector<Point>& all, const fs::pat
   }
   WriteAtomically(dir / (spec.name + ".csv"), csv);
   WriteAtomically(dir / "compare.csv", CompareCsv(spec, rows));
-  WriteAtomically(dir / "meta.json", MetaJson(spec, wall_s, meta));
+  WriteAtomically(dir / "meta.json", MetaJson(spec, wall_s, peak, meta));
 }
 
 // The wall time an earlier run recorded in `meta` (0 when there is none): a

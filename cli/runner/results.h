@@ -22,11 +22,19 @@ void WriteAtomically(const std::filesystem::path& path, const std::string& text)
 // is not taken as done on another.
 uint64_t PointHash(const Point& p, const std::string& backend);
 
-// points/<id>.json: the point, its metrics, its wall time and the command
-// that ran it (`hash`: PointHash's). `skipped`, when not empty: why the
-// device could not run it ("needs CAP,..."), the CSV's `skipped` column.
+// What running a point cost this host: its wall time, and the micro
+// process's peak resident memory (the child's ru_maxrss; 0 if unknown).
+struct PointCost {
+  double wall_s = 0;
+  double peak_rss_mb = 0;
+};
+
+// points/<id>.json: the point, its metrics, its cost (wall_s, peak_rss_mb)
+// and the command that ran it (`hash`: PointHash's). `skipped`, when not
+// empty: why the device could not run it ("needs CAP,..."), the CSV's
+// `skipped` column.
 std::string PointJson(const Point& p, uint64_t hash, const std::map<std::string, double>& metrics,
-                      double wall_s, const std::vector<std::string>& cmd,
+                      const PointCost& cost, const std::vector<std::string>& cmd,
                       const std::string& skipped = "");
 // True when `path` holds this very point's result (`hash`: PointHash's).
 bool HasResult(const std::filesystem::path& path, uint64_t hash);
@@ -47,7 +55,7 @@ void CheckMetaJson(const std::string& meta_json);
 
 // NAME.csv (every point of `all` with a result for meta.backend in
 // dir/points, in spec order), compare.csv and meta.json (wall_s: the run's
-// wall time).
+// wall time; peak_rss_mb: the largest of the points' and which point).
 void WriteResults(const Spec& spec, const std::vector<Point>& all, const std::filesystem::path& dir,
                   double wall_s, const MetaOptions& meta);
 // The wall time an earlier run recorded in `meta` (0 when there is none).

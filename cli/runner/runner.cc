@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fnmatch.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,11 +94,11 @@ std::vector<const Point*> SelectShard(const std::vector<Point>& all, const RunOp
 // A point the device cannot run (the micro program exited 77 on ibv): a
 // result that says so, with the capabilities it lacks from the log's last line.
 void RecordSkipped(const RunOptions& opt, const fs::path& dir, const Point& p,
-                   const std::vector<std::string>& cmd, double secs, RunSummary* sum) {
+                   const std::vector<std::string>& cmd, const PointCost& cost, RunSummary* sum) {
   std::string reason = LastLine(dir / "logs" / (p.id + ".log"));
   if (reason.rfind("skipped: ", 0) == 0) reason = reason.substr(9);
   WriteAtomically(dir / "points" / (p.id + ".json"),
-                  PointJson(p, PointHash(p, opt.backend), {}, secs, cmd, reason));
+                  PointJson(p, PointHash(p, opt.backend), {}, cost, cmd, reason));
   ++sum->ran;
   sum->skipped_caps.push_back(p.id + ": " + reason);
 }
@@ -105,18 +106,19 @@ void RecordSkipped(const RunOptions& opt, const fs::path& dir, const Point& p,
 // One finished child: its point's JSON from the micro program's output, or
 // why it failed (the log's last line, or the output's fault). True if it ran.
 bool FinishPoint(const RunOptions& opt, const fs::path& dir, const Point& p,
-                 const std::vector<std::string>& cmd, int status, double secs, RunSummary* sum) {
+                 const std::vector<std::string>& cmd, int status, const PointCost& cost,
+                 RunSummary* sum) {
   const fs::path gb = dir / "points" / (p.id + ".gb.json");
   const fs::path log = dir / "logs" / (p.id + ".log");
   bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   std::string why;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 77 && opt.backend != "sim") {
-    RecordSkipped(opt, dir, p, cmd, secs, sum);
+    RecordSkipped(opt, dir, p, cmd, cost, sum);
     ok = true;
   } else if (ok) {
     try {
       WriteAtomically(dir / "points" / (p.id + ".json"),
-                      PointJson(p, PointHash(p, opt.backend), ParseMicroJson(gb), secs, cmd));
+                      PointJson(p, PointHash(p, opt.backend), ParseMicroJson(gb), cost, cmd));
       ++sum->ran;
     } catch (const std::exception& e) {
       ok = false;
@@ -151,14 +153,16 @@ void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<con
       running[Spawn(c.cmd, dir / "logs" / (p->id + ".log"))] = c;
     }
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, 0);
+    rusage ru{};
+    const pid_t pid = wait4(-1, &status, 0, &ru);
     if (pid < 0) break;
     auto it = running.find(pid);
     if (it == running.end()) continue;
     const Child c = it->second;
     running.erase(it);
     const double secs = std::chrono::duration<double>(Clock::now() - c.start).count();
-    const bool ok = FinishPoint(opt, dir, *c.p, c.cmd, status, secs, sum);
+    const PointCost cost{secs, static_cast<double>(ru.ru_maxrss) / 1024};  // ru_maxrss: KiB
+    const bool ok = FinishPoint(opt, dir, *c.p, c.cmd, status, cost, sum);
     ++done;
     const double el = std::chrono::duration<double>(Clock::now() - t0).count();
     const double eta = el / done * (todo.size() - done);

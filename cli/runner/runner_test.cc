@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -157,6 +158,33 @@ TEST_F(RunnerTest, RunsEveryPointOnceAndWritesCsvCompareAndMeta) {
                         "\"calibration_hash\"", "\"spec_hash\"", "\"host\"", "\"wall_s\""}) {
     EXPECT_NE(meta.find(k), std::string::npos) << k;
   }
+}
+
+// Each point records its process's peak resident memory (a shell script
+// here: a few MB, never 0), and meta.json the largest with its point.
+TEST_F(RunnerTest, PointsAndMetaRecordThePeakResidentMemory) {
+  (void)Run();
+  auto peak_of = [](const std::string& text) {
+    const size_t at = text.find("\"peak_rss_mb\": ");
+    return at == std::string::npos ? -1.0 : std::strtod(text.c_str() + at + 15, nullptr);
+  };
+  std::map<std::string, double> mb;
+  for (const auto& e : fs::directory_iterator(Out() / "points")) {
+    mb[e.path().stem().string()] = peak_of(Read(e.path()));
+    EXPECT_GT(mb[e.path().stem().string()], 0.5) << e.path();
+    EXPECT_LT(mb[e.path().stem().string()], 1024) << e.path();
+  }
+  ASSERT_EQ(mb.size(), 6u);
+  const std::string meta = Read(Out() / "meta.json");
+  const std::string key = "\"peak_rss_mb\": {\"max\": ";
+  const size_t at = meta.find(key);
+  ASSERT_NE(at, std::string::npos) << meta;
+  const double max_mb = std::strtod(meta.c_str() + at + key.size(), nullptr);
+  const size_t q = meta.find("\"point\": \"", at) + 10;
+  const std::string id = meta.substr(q, meta.find('"', q) - q);
+  ASSERT_EQ(mb.count(id), 1u) << meta;
+  EXPECT_DOUBLE_EQ(mb[id], max_mb);
+  for (const auto& [p, v] : mb) EXPECT_LE(v, max_mb) << p;
 }
 
 TEST_F(RunnerTest, ASecondRunSkipsAndForceReruns) {
