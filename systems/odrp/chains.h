@@ -505,27 +505,30 @@ const char* ChainKindName(ChainKind k);
 struct ChainGeometry {
   ChainKind kind = ChainKind::kLoad;
   uint32_t slots = 4;  // pre-posted instances (all lanes): a power of two, >= 4 x lanes
-  // Pipelined kinds (Load, Mapped Store): W lanes (L_w, C_w) behind one R;
-  // request n runs on lane n mod W, and the CN keeps up to W requests in
-  // flight. Other kinds: 1.
+  // W lanes (L_w, C_w) behind one R: request n runs on lane n mod W, and
+  // the CN keeps up to W requests in flight ("Pipelining").
   uint32_t lanes = 1;
   uint32_t l_wrs = 0;  // WQEs per instance on L (L_w), R, C (C_w)
   uint32_t r_wrs = 0;
   uint32_t c_wrs = 0;
   static ChainGeometry For(ChainKind kind, uint32_t slots, uint32_t lanes = 1);
-  // Request n re-arms instance n - lag: 2 for the one-request kinds, W + 1
-  // for the pipelined ones (request n is sent once reply n - W arrived, and
-  // R's tail of n - W may not have run by then; that of n - W - 1 has).
-  uint64_t rearm_lag() const { return Pipelined(kind) ? uint64_t{lanes} + 1 : 2; }
-  // Load and Mapped Store: lanes behind one R ("Pipelining").
-  static bool Pipelined(ChainKind k) {
-    return k == ChainKind::kLoad || k == ChainKind::kMappedStore;
-  }
+  // Request n re-arms instance n - lag, lag = W + 1 (request n is sent once
+  // reply n - W arrived, and R's tail of n - W may not have run by then;
+  // that of n - W - 1 has).
+  uint64_t rearm_lag() const { return uint64_t{lanes} + 1; }
+  // Signaled L WQEs per instance (what C_w's last WAIT on lcq_w counts).
+  uint32_t l_signaled() const;
 };
 
-inline constexpr uint64_t kRearmLag = 2;  // the one-request kinds: request n re-arms n - 2
+// Unmapped Store's and Invalidate's L steps, by index in the instance (what
+// the MN's repair reads: odrp.h "Empty queue", "Recovery").
+inline constexpr uint32_t kStoreU1 = 2, kStoreU6 = 11, kStoreU4 = 7, kStoreChk = 8, kStoreU7 = 9,
+                          kStoreU5 = 10;
+inline constexpr uint32_t kInvV3 = 4, kInvV4 = 5, kInvV7 = 6, kInvV5 = 7, kInvV8 = 9;
+
 // A CN's request headers: one per request in flight, this far apart.
-inline constexpr uint64_t kHeaderStride = 128;
+// (Invalidate's header is 124 B; the reply word is the stride's last 8.)
+inline constexpr uint64_t kHeaderStride = 256;
 
 // The WAIT counts / ENABLE indices of the instance serving request m, in the
 // order the request carries them (see RearmTargets in chains.cc). `lanes`:
@@ -585,24 +588,43 @@ class Chain {
   uint64_t request_tt_addr(uint32_t slot) const { return ta_addr(slot); }
 
   // ---- Recovery (MN CPU, control path only) ----
-  // Moves R, L and C to ERR (those not there yet): the chain runs nothing more.
+  // Moves R and every L_w and C_w to ERR (those not there yet): the chain
+  // runs nothing more.
   void Stop();
-  // Unmapped Store instance `slot` after its request faulted at CHK or U7
-  // (both run only after U4 landed: CHK's FENCE, U5's FENCE): the
-  // ring position its dequeue claimed (faa[slot], host LE) and the element
-  // the dequeue read there (U4's landing in U7's local address field, BE,
-  // returned as a value; 0: the free page queue was empty).
+  // Unmapped Store, Invalidate: moves every C_w to ERR first, so that no
+  // L_w step is enabled any more; the MN then waits for WorkersSettled
+  // (every step an L_w started has completed) before Stop, so that the
+  // steps LastInstance reports ran in full (odrp.h "Recovery").
+  void StopControl();
+  bool WorkersSettled() const;
+  // The instance lane w's L_w started last: its slot and how many of its L
+  // WQEs started (steps, 0: the lane never ran). L_w runs in order, so only
+  // this instance of the lane can be partial; steps > kStoreU1 (say) means
+  // U1 ran.
+  struct LaneProgress {
+    uint32_t slot = 0;
+    uint32_t steps = 0;
+  };
+  LaneProgress LastInstance(uint32_t w) const;
+  // Unmapped Store, Invalidate instance `slot`: the ring position its U1
+  // (head) or V5 (tail) FAA claimed (faa[slot], host LE).
   uint64_t ClaimedPosition(uint32_t slot) const;
-  // Load, after a fault (MN CPU, control path): the first request the chain
-  // refused (its L1 faulted on the tt_addr, or the entry it read is 0), or
-  // kNoRequest. The requests between the last acknowledged reply and it may
-  // have lost their replies only because R went to ERR with their R0s in
-  // flight (a QP's error flushes its unacknowledged WRs): innocent.
-  // Mapped Store alike (its M1 faulted on the tt_addr, or M2 on an unmapped
-  // entry).
+  // Unmapped Store: the element U4 read at that position (its landing in
+  // U7's local address field, BE, returned as a value; 0: the free page
+  // queue was empty).
+  uint64_t DequeuedElement(uint32_t slot) const;
+  // Invalidate: the page V3 read from the TT entry (its landing in V4's
+  // remote address, BE, as a value).
+  uint64_t InvalidatedPage(uint32_t slot) const;
+  // Load, Mapped Store, after a fault (MN CPU, control path): the request
+  // the chain refused (Load: its L1 faulted on the tt_addr, or the entry it
+  // read is 0; Mapped Store: its M1 faulted on the tt_addr, or M2 on an
+  // unmapped entry), or kNoRequest. The requests between the last
+  // acknowledged reply and it may have lost their replies only because R
+  // went to ERR with their R0s in flight (a QP's error flushes its
+  // unacknowledged WRs): innocent.
   static constexpr uint64_t kNoRequest = ~uint64_t{0};
   uint64_t RefusedRequest() const;
-  uint64_t DequeuedElement(uint32_t slot) const;
 
  private:
   Chain() = default;
@@ -631,10 +653,18 @@ class Chain {
   // Instance s of this chain's kind, its lap-0 WAIT counts and ENABLE
   // indices set (the values a CN sends for later laps), by role.
   void BuildInstance(uint32_t s, std::vector<fabric::SendWr> (&wr)[3], fabric::RecvWr* rr) const;
-  // Mapped Store's C_w instance (lane w, instance s).
-  void BuildGate(uint32_t w, uint32_t s, std::vector<fabric::SendWr>* c) const;
-  // The R half the one-request kinds share (R0 notification, R1, R2, R3).
-  void BuildNotify(uint32_t s, std::vector<fabric::SendWr>* r) const;
+  // Shared by the kinds ("Pipelining"): the lane's previous instance, its
+  // ticket T, the notification source N, R0 + R1, the RECV's arguments,
+  // C_w's gate, one plain L step.
+  uint32_t PrevSlot(uint32_t s) const;
+  fabric::SendWr TicketWr(uint32_t s, const fabric::Sge* second) const;
+  fabric::SendWr NotifySourceWr(uint32_t s) const;
+  void BuildReply(uint32_t s, std::vector<fabric::SendWr>* r) const;
+  void SetArgs(uint32_t s, fabric::Sge tt, fabric::RecvWr* rr) const;
+  void BuildGate(uint32_t s, std::vector<fabric::SendWr>* c) const;
+  fabric::SendWr Step(uint32_t s, uint32_t id, fabric::Opcode op, uint64_t remote, uint32_t rkey,
+                      fabric::Sge sge, uint8_t flags) const;
+  uint64_t LoadWqeField(uint32_t slot, uint32_t step, uint64_t off) const;
   uint64_t faa_addr(uint32_t s) const { return scratch_ + 8ull * s; }
   uint64_t ta_addr(uint32_t s) const { return scratch_ + 8ull * (geo_.slots + s); }
   uint64_t chk_addr(uint32_t s) const { return scratch_ + 8ull * (2 * geo_.slots + s); }
@@ -662,6 +692,7 @@ class Chain {
   uint64_t staging_ = 0;       // stores: staging[s] at staging_ + 4096 s
   fabric::Mr* scratch_mr_ = nullptr;
   fabric::Mr* staging_mr_ = nullptr;
+  std::vector<uint32_t> l_signaled_before_;  // signaled L WQEs before index k of an instance
   bool armed_ = false;
 };
 
@@ -718,7 +749,6 @@ class ChainClient {
   Task<Status> Invalidate(uint64_t tt_addr, Ps timeout);
 
  private:
-  Status BusyStatus() const;
   // Moves `qp` to ERR once `timeout` passed without a reply, unless `alive`
   // says the chain still runs. Holds no pointer to the client (which a
   // rebuild may destroy while an answered request's deadline still sleeps).

@@ -147,13 +147,10 @@ namespace dmb::systems::odrp {
 // The chains' cross-channel WRs and the masked FAAs on the free page queue.
 inline const std::vector<std::string> kNeeds = {"cross_channel", "masked_atomics", "atomics"};
 
-inline constexpr uint32_t kChainSlots = 4;     // pre-posted instances per one-request chain
 inline constexpr uint32_t kChainKinds = 4;     // ChainKind's values
-inline constexpr uint32_t kMaxLoadLanes = 16;  // knobs load_lanes, mapped_store_lanes
-// Instances of a chain: 4 per lane (Load's lane ring holds 4 instances).
-inline uint32_t ChainSlots(ChainKind kind, uint32_t lanes) {
-  return ChainGeometry::Pipelined(kind) ? 4 * lanes : kChainSlots;
-}
+inline constexpr uint32_t kMaxLoadLanes = 16;  // knobs *_lanes (every kind)
+// Instances of a chain: 4 per lane (each lane ring holds 4 instances).
+inline uint32_t ChainSlots(uint32_t lanes) { return 4 * lanes; }
 
 // What the MN found when it rebuilt a chain.
 struct ChainReport {
@@ -170,11 +167,12 @@ struct ChainReport {
 struct OdrpMnCounters {
   uint64_t chains_opened = 0;
   uint64_t chains_rebuilt = 0;
-  uint64_t empty_faults = 0;     // dequeues that found the queue empty
-  uint64_t elements_moved = 0;   // RingRepair::Sweep
-  uint64_t pages_reclaimed = 0;  // crashed CNs' pages returned
-  uint64_t queue_checks = 0;     // RepairQueue calls (CNs that saw the queue empty)
-  uint64_t liveness_checks = 0;  // ChainRunning calls (deadlines that passed)
+  uint64_t empty_faults = 0;        // Unmapped Store chains faulted on an empty queue
+  uint64_t elements_moved = 0;      // RingRepair::Sweep
+  uint64_t pages_reclaimed = 0;     // crashed CNs' pages returned
+  uint64_t queue_checks = 0;        // RepairQueue calls (CNs that saw the queue empty)
+  uint64_t liveness_checks = 0;     // ChainRunning calls (deadlines that passed)
+  uint64_t enqueues_completed = 0;  // Invalidates a rebuild stopped between unmap and enqueue
 };
 
 class OdrpMnSide : public MnSide {
@@ -206,6 +204,9 @@ class OdrpMnSide : public MnSide {
   // For a CN that saw the queue empty: sweeps the dead positions; true when
   // the next dequeue finds a page.
   Task<bool> RepairQueue();
+  // After a rebuild: whether the TT entry at tt_addr (of that CN) is mapped,
+  // i.e. whether a store or invalidation whose reply a fault flushed ran.
+  Task<bool> EntryIsMapped(uint32_t cn_index, uint64_t tt_addr);
   // A CN's reply deadline passed: true when `chain` (of that CN) has not
   // faulted, i.e. the request is slow, not refused (ChainClient liveness).
   Task<bool> ChainRunning(uint32_t cn_index, const Chain* chain);
@@ -224,7 +225,9 @@ class OdrpMnSide : public MnSide {
   CnState& StateOf(uint32_t cn_index);
   Task<std::unique_ptr<Chain>> NewChain(const CnState& cs, ChainKind kind, fabric::Qp* cn_qp,
                                         uint32_t lanes);
-  Task<void> RecoverDequeue(const Chain& old, ChainReport* rep);
+  // One lane's last instance after the chain settled ("Recovery").
+  Task<void> RecoverDequeue(const Chain& old, Chain::LaneProgress p, ChainReport* rep);
+  Task<void> RecoverEnqueue(const Chain& old, Chain::LaneProgress p);
   bool EntryMapped(const CnTable& t, uint64_t tt_addr) const;
   uint64_t MappedEntries(const CnTable& t) const;
 
@@ -260,31 +263,30 @@ class OdrpCn : public CnSide {
   Task<Status> RecoverLane(Lane& lane) override;
 
   uint64_t swap_pages_used() const { return swap_used_; }
-  // Chains this CN has of `kind` (tests: the pool stays at chains_per_kind).
+  // Chains this CN has of `kind` (tests: one per kind, however many requests).
   size_t chains_of(ChainKind kind) const { return pools_[static_cast<size_t>(kind)].chains.size(); }
 
  private:
-  // One chain of the CN's pool for a kind (see "Chains per CN").
+  // The CN's one chain of a kind (see "Chains per CN").
   struct PooledChain {
     ChainKind kind = ChainKind::kLoad;
     uint64_t hdr = 0;  // its request header buffer (hdr_mr_)
     std::unique_ptr<ChainClient> client;
     Chain* chain = nullptr;  // the MN's chain (a handle for RebuildChain)
-    bool busy = false;       // a request of this CN runs on it (one-request kinds)
-    // Pipelined (Load): shared by every request; `gen` counts rebuilds, so
-    // that the requests a fault flushed rebuild it once.
+    // Shared by every request of the kind; `gen` counts rebuilds, so that
+    // the requests a fault flushed rebuild it once.
     uint64_t gen = 0;
     bool rebuilding = false;
-    uint64_t refused = Chain::kNoRequest;  // of the last rebuild (ChainReport)
+    ChainReport report;  // of the last rebuild
     WaitList rebuilt;
     // Clients a rebuild replaced: requests flushed behind a fault may still
     // be inside them (ChainClient::Invoke) when the chain is rebuilt.
     std::vector<std::unique_ptr<ChainClient>> retired;
   };
   struct KindPool {
-    std::vector<std::unique_ptr<PooledChain>> chains;
-    uint32_t opening = 0;  // chains being opened for this kind
-    WaitList freed;        // requests waiting for an idle chain
+    std::vector<std::unique_ptr<PooledChain>> chains;  // 0 or 1
+    uint32_t opening = 0;                              // chains being opened for this kind
+    WaitList freed;  // requests waiting for the chain (opened or rebuilt)
   };
   struct Group {
     std::unique_ptr<AccessGroup> group;
@@ -298,16 +300,20 @@ class OdrpCn : public CnSide {
   Task<void> AddLane(Group* g, size_t index);
   std::unique_ptr<ChainClient> NewClient(ChainKind kind, uint64_t hdr) const;
   Group* GroupOf(const AccessGroup& g);
-  // An idle chain of `kind` (opening one while fewer than chains_per_kind
-  // exist, else waiting); Release gives it back.
+  // The CN's chain of `kind` (opening it first, or waiting while it is
+  // opened or rebuilt).
   Task<PooledChain*> Acquire(ChainKind kind);
   Task<PooledChain*> OpenPooled(ChainKind kind);
-  void Release(PooledChain* pc);
   Task<ChainReport> Rebuild(PooledChain& pc, uint64_t tt_addr);
   // The client's deadline asks the MN whether its chain still runs.
   void WatchLiveness(PooledChain& pc);
   Task<Result<Chunk>> AllocOnce(Group& g, bool* retry);
-  Task<Status> FreeOn(PooledChain& pc, const Chunk& chunk);
+  // One Unmapped Store of the zero page at tt; after a fault *retry: flushed
+  // behind another request's fault, send it again. Fills `out` otherwise.
+  Task<void> AllocAttempt(Group& g, uint64_t idx, int attempt, Result<Chunk>* out, bool* again,
+                          bool* retry);
+  // One Invalidate; *again: flushed behind another request's fault.
+  Task<Status> FreeAttempt(const Chunk& chunk, int attempt, bool* again);
   Status CheckIo(const Lane& lane, uint64_t offset, uint32_t length, uint64_t local_addr) const;
   // Read (kLoad) or Write (kMappedStore) of one whole page.
   Task<Status> Access(ChainKind kind, Lane& lane, const Chunk& chunk, uint64_t offset,
@@ -315,14 +321,11 @@ class OdrpCn : public CnSide {
   // Load on the CN's one pipelined chain: a request flushed behind another's
   // fault retries on the rebuilt chain.
   Task<Status> Pipelined(ChainKind kind, Lane& lane, const Chunk& chunk, uint64_t local_addr);
-  uint32_t LanesOf(ChainKind kind) const {
-    return kind == ChainKind::kLoad          ? load_lanes_
-           : kind == ChainKind::kMappedStore ? store_lanes_
-                                             : 1;
-  }
-  // Rebuilds `pc` once per fault, whichever of its flushed requests comes first.
-  // Returns the request the old chain refused (ChainReport::refused_request).
-  Task<uint64_t> RebuildShared(PooledChain& pc, uint64_t gen, uint64_t tt_addr);
+  uint32_t LanesOf(ChainKind kind) const { return lanes_[static_cast<size_t>(kind)]; }
+  // Rebuilds `pc` once per fault, whichever of its flushed requests comes
+  // first. Returns that rebuild's report (a default one, refused_request =
+  // kNoRequest, when a later rebuild replaced it already).
+  Task<ChainReport> RebuildShared(PooledChain& pc, uint64_t gen, uint64_t tt_addr);
   Status Refused(Lane& lane, ChainKind kind, bool timed_out, const Status& st, const Chunk& chunk);
   // The CN's swap pages: a bitmap of those mapped (or being mapped) in its TT.
   bool TakeSwapPage(uint64_t* index);
@@ -337,9 +340,9 @@ class OdrpCn : public CnSide {
   fabric::Node* node_;
   fabric::Runtime* rt_;
   Ps timeout_;
-  uint32_t chains_per_kind_;  // knob chains_per_kind (all kinds but Load)
-  uint32_t load_lanes_;       // knob load_lanes
-  uint32_t store_lanes_;      // knob mapped_store_lanes
+  // Knobs load_lanes, unmapped_store_lanes, mapped_store_lanes,
+  // invalidate_lanes, by ChainKind.
+  uint32_t lanes_[kChainKinds] = {};
   uint64_t swap_pages_;
   fabric::Pd* pd_ = nullptr;
   const CnTable* table_ = nullptr;
@@ -348,7 +351,7 @@ class OdrpCn : public CnSide {
   uint64_t swap_hint_ = 0;
   bool saw_empty_ = false;  // the last dequeue found the MN's queue empty
   std::vector<std::unique_ptr<Group>> groups_;
-  fabric::Mr* hdr_mr_ = nullptr;   // kChainKinds x chains_per_kind_ request headers
+  fabric::Mr* hdr_mr_ = nullptr;   // one request header per lane of every kind
   fabric::Cq* lane_cq_ = nullptr;  // the lanes' state QPs' CQ (never used)
   KindPool pools_[kChainKinds];
   fabric::CpuCost cost_qp_modify_;

@@ -461,12 +461,11 @@ TEST(Odrp, ARefusedWriteAmongWritesInFlightBreaksOnlyItsLane) {
 // "Chains per CN"). 12 lanes reading at once go through the CN's ONE
 // pipelined Load chain (load_lanes = 8 in flight), and overlap in it: 12
 // concurrent reads take far less than 12 one-at-a-time reads. Writes go
-// through the CN's ONE pipelined Mapped Store chain alike; only the
-// one-request kinds would grow a pool up to chains_per_kind (per-lane chains
-// opened 30 chains here).
-TEST(Odrp, OnePoolOfChainsPerCnCarriesEveryLanesRequestsAtOnce) {
+// through the CN's ONE pipelined Mapped Store chain alike, and Allocs
+// through its ONE Unmapped Store chain (per-lane chains opened 30 chains
+// here).
+TEST(Odrp, OneChainPerKindPerCnCarriesEveryLanesRequestsAtOnce) {
   TestbedSpec spec = Spec(1, 4 << 20);
-  spec.knobs["chains_per_kind"] = "4";
   Testbed tb(spec);
   std::vector<AccessGroup*> gs;
   std::vector<Chunk> chunks;
@@ -513,22 +512,21 @@ TEST(Odrp, OnePoolOfChainsPerCnCarriesEveryLanesRequestsAtOnce) {
   using systems::odrp::ChainKind;
   EXPECT_EQ(cn.chains_of(ChainKind::kLoad), 1u) << "one pipelined Load chain carries them all";
   EXPECT_EQ(cn.chains_of(ChainKind::kMappedStore), 1u) << "one pipelined Mapped Store chain";
-  EXPECT_EQ(cn.chains_of(ChainKind::kUnmappedStore), 1u) << "Allocs ran one at a time";
-  EXPECT_LE(Mn(tb).counters().chains_opened, 16u) << "at most 4 kinds x chains_per_kind";
+  EXPECT_EQ(cn.chains_of(ChainKind::kUnmappedStore), 1u) << "one pipelined Unmapped Store chain";
+  EXPECT_EQ(Mn(tb).counters().chains_opened, 4u) << "one chain per kind";
   std::cout << "[ odrp ] one read " << PsToUs(one) << " us; 12 lanes' reads at once "
             << PsToUs(twelve) << " us; chains opened " << Mn(tb).counters().chains_opened << "\n";
   EXPECT_LT(twelve, 12 * one / 2) << "12 reads that overlapped take far less than 12 reads";
   EXPECT_EQ(Mn(tb).counters().chains_rebuilt, 0u);
 }
 
-// A refused request on a chain of the CN's shared pool: its caller gets
+// A refused request on the CN's shared Load chain: its caller gets
 // kAccessDenied and its lane alone is broken; the lanes whose requests run
-// on the other chains of the pool at the same time, and every later request
-// of any lane (which may get the very chain that faulted), succeed with
-// their own data, and no request ever receives another CN's page.
+// in the same chain at the same time, and every later request of any lane
+// (on the rebuilt chain), succeed with their own data, and no request ever
+// receives another CN's page.
 TEST(Odrp, ARefusedRequestOnASharedChainBreaksOnlyItsLane) {
   TestbedSpec spec = Spec(2, 1 << 20);
-  spec.knobs["chains_per_kind"] = "2";
   Testbed tb(spec);
   std::vector<AccessGroup*> gs(2);
   std::vector<Chunk> mine(3);
@@ -642,7 +640,7 @@ TEST(Odrp, TwentyFourThreadsReadThroughOneLoadChain) {
             << Mn(tb).counters().chains_opened << "\n";
 }
 
-// chains_per_kind defaults to 1 (odrp.h "Chains per CN": ODRP §4.4's one
+// One chain per kind per CN (odrp.h "Chains per CN": ODRP §4.4's one
 // connection per chain kind per CN): 8 threads writing at once share ONE
 // Mapped Store chain, which carries their stores one after another, each
 // landing in its own page.
