@@ -262,7 +262,6 @@ Task<std::unique_ptr<Chain>> Chain::Create(OdrpMetadata* mn, const CnTable* cn, 
   c->rcq_ = n->CreateCq(16, true);
   c->rscq_ = n->CreateCq(16, true);
   c->lcq_ = n->CreateCq(16, true);
-  c->ccq_ = n->CreateCq(16, true);
   // 3 argument SGEs, the re-arm values, the doorbell and (stores) the page.
   const bool page = kind == ChainKind::kUnmappedStore || kind == ChainKind::kMappedStore;
   const uint32_t recv_sges = static_cast<uint32_t>(3 + RearmTargets(kind).size() + 1 + page);
@@ -322,11 +321,9 @@ void Chain::CreateLanes() {
                                          .max_send_wr = per_lane * g.l_wrs,
                                          .max_send_sge = l_sges,
                                          .managed = true}));
-    lane_c_.push_back(chain::LoopbackQp(mn_->cluster(), n,
-                                        {.pd = mn_->pd(),
-                                         .cq = gcq_ != nullptr ? gcq_ : ccq_,
-                                         .max_send_wr = per_lane * g.c_wrs,
-                                         .managed = true}));
+    lane_c_.push_back(chain::LoopbackQp(
+        mn_->cluster(), n,
+        {.pd = mn_->pd(), .cq = gcq_, .max_send_wr = per_lane * g.c_wrs, .managed = true}));
   }
   l_ = lane_l_[0];
   c_ = lane_c_[0];

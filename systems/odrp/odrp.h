@@ -16,34 +16,39 @@
 // 0, 4096 B; anything else is kUnsupported). Free = Invalidate chain.
 //
 // Chains per CN ([ODRP] §4.4: "for each type of WR chain, the CNode backend
-// has an RDMA connection to the MNode"). Load: ONE chain per CN, pipelined
-// (chains.h "Pipelining"): load_lanes = W lanes behind one CN-facing R, and
-// the CN keeps up to W loads in flight through it, shared by every lane and
-// access group of the CN (1 + 2W MN QPs). Mapped Store alike (chains.h
-// "Pipelining Mapped Store"): ONE chain per CN with mapped_store_lanes = W
-// lanes, carrying every Write (swap-out) of the CN. The other kinds
-// (Unmapped Store, Invalidate) are still a pool per kind of chains that each
-// carry one request at a time (their re-arm lag relies on it): a request
-// takes an idle chain, runs on it and gives it back; the first chain of each
-// kind is opened with the CN's first access group, a request that finds
-// every chain of its kind busy opens another (MN CPU, control path) until
-// there are chains_per_kind, then waits for one to come back (3 MN QPs each).
-// Why chains_per_kind = 1 by default: it is ODRP's own design (one RDMA
-// connection per chain kind per CN, §4.4), and more chains made the figure
-// that matters slower, not faster. Measured (sim, swap application, `dmb_micro
-// --bench swap --system odrp --app kmeans --scale 0.001953125 --tasks 48
-// --cns 6 --local 0.5`, job time): chains_per_kind = 16: 52.8 s, 4: 28.7 s,
-// 2: 19.2 s, 1: 20.0 s (sync swap-in 14.8 us; Static-MR 6.9 s). Every extra
-// chain is one more CN-facing QP holding offloaded WRs (cx5 profile: a
-// penalty per WR per such QP), and 6 CNs x 3 kinds x 16 of them cost every
-// chain's WRs more than the extra in-flight swap-outs gain; 2 is within 5%
-// of 1 (those runs pooled Mapped Store too; it is pipelined now). Mapped
-// Store pipelined, measured (sim, `dmbench micro access --system odrp --op
-// write`, mean): 1 thread 8.27 -> 10.56 us (T, M3's fenced READ, the gcq
-// gate), 24 threads 198 -> 22.2 us (one chain of 16 lanes instead of one
-// request at a time). Still one at a time per CN: Allocs (Unmapped Store)
-// and Frees (Invalidate) (issue 13, open: chains.h "Pipelining the other
-// kinds").
+// has an RDMA connection to the MNode"): ONE chain per kind per CN, each
+// pipelined (chains.h "Pipelining"): W lanes behind one CN-facing R (knobs
+// load_lanes, unmapped_store_lanes, mapped_store_lanes, invalidate_lanes,
+// default 16), shared by every lane and access group of the CN, which keeps
+// up to W requests of the kind in flight through it (1 + 2W MN QPs per
+// chain, 4 CN-facing ones per CN). The chain of each kind is opened with the
+// CN's first access group (or by the first request that needs it).
+// History: Unmapped Store and Invalidate were a pool per kind of
+// one-request chains (knob chains_per_kind, default 1: ODRP's one
+// connection per kind). More one-request chains made the 48-task figure
+// slower, not faster (sim, `dmb_micro --bench swap --system odrp --app
+// kmeans --scale 0.001953125 --tasks 48 --cns 6 --local 0.5`, job time):
+// chains_per_kind = 16: 52.8 s, 4: 28.7 s, 2: 19.2 s, 1: 20.0 s (Static-MR
+// 6.9 s): every extra chain is one more CN-facing QP holding offloaded WRs
+// (cx5 profile: a penalty per WR per such QP). Pipelining adds W requests
+// per kind without adding CN-facing QPs (lanes are MN-local loopback QPs,
+// which the cx5 profile's penalty does not count).
+// Mapped Store pipelined, measured (sim, `dmbench micro access --system odrp
+// --op write`, mean): 1 thread 8.27 -> 10.56 us (T, M3's fenced READ, the
+// gcq gate), 24 threads 198 -> 22.2 us (one chain of 16 lanes instead of one
+// request at a time); 9.26 and 19.97 us in the release build that measured
+// the next.
+// Unmapped Store and Invalidate pipelined (issue 13), measured (sim, release
+// build, `dmb_micro alloc --system odrp`, mean, one-request chain ->
+// pipelined): 1 thread alloc 11.60 -> 12.97 us, free 11.25 -> 12.65 us (T, N's
+// fenced READ, the gcq gate and the 16-WQE C_w instance); 24 threads alloc
+// 49.8 -> 21.7 us (81 -> 557 kops), free 243 -> 21.1 us (82 -> 562 kops).
+// Swap application (`dmb_micro swap --system odrp --app kmeans --local 0.5
+// --scale 0.00048828125 --seed 1`): 1 CN, 8 tasks: job 0.280 -> 0.166 s,
+// alloc 41.2 -> 17.5 us (chains_per_kind = 4 was 0.184 s; Static-MR 1GB
+// 0.074 s); 6 CNs, 12 tasks: job 0.196 -> 0.183 s, alloc 22.1 -> 24.5 us
+// (2 tasks per CN keep few allocations in flight: the pipelined chain's
+// extra steps cost more than the overlap gains).
 // Why load_lanes = 16 by default: a lane carries one request at a time and
 // the CN keeps W in flight, so one CN loads at most about W per load latency
 // (6.9 us at 1 thread, sim), until the one R's in-order pipe (R0's 4 KB reply
@@ -71,12 +76,11 @@
 // Lanes. A lane owns no chain. Lane.qp is a CN-local QP that is never
 // connected (never post on it; Lane.cq is null, Lane.mn_qpn 0): it only
 // carries the lane's state. A refused Read or Write moves it to ERR, so
-// Lane::broken() tells the lane needs RecoverLane, which resets it. The
-// pooled chain that faulted is rebuilt at once by the request that found it
-// faulted (while it still holds the chain), so no other lane ever gets a
-// faulted chain.
+// Lane::broken() tells the lane needs RecoverLane, which resets it. A
+// chain that faulted is rebuilt once, by the first of its requests that
+// finds it faulted (RebuildShared); the others wait for the rebuild.
 //
-// Pipelined Load and Mapped Store: a fault of one request flushes every
+// Flushed requests. Load and Mapped Store: a fault of one request flushes every
 // reply R had not had acknowledged, also of requests sent before it (or, for
 // Mapped Store after the first lap, holds them behind the gate). RebuildChain
 // reports the refused request (ChainReport::refused_request,
@@ -85,6 +89,17 @@
 // most kFlushRetries times), which the first of them to notice rebuilds once
 // (RebuildShared). A retried store may have landed on the old chain already:
 // it stores the same bytes again (the caller's Write has not returned).
+// Unmapped Store and Invalidate: requests flushed (or held behind the gate)
+// by another request's fault may have run on their own lanes, and an
+// allocation or a free is not idempotent. After the rebuild the CN asks the
+// MN whether the request's TT entry is mapped (EntryIsMapped, control path,
+// only after a fault): an allocation whose entry is mapped is done (its
+// page holds the zeros: U7 stores before U5 maps), a free whose entry is
+// unmapped is done; the others retry (at most kFlushRetries times). A
+// refused request is told apart by its name: a free of a name outside the
+// CN's table or of an unmapped entry is kNotOwner; an allocation only ever
+// names the CN's own free swap page, so it is refused only by an empty
+// queue (ChainReport::queue_empty).
 //
 // Refusals. The chains refuse by faulting (chains.h "Faults"): an unmapped
 // entry, a tt_addr outside the CN's own TT (another CN's chunk) or an empty
@@ -103,34 +118,51 @@
 // Recovery (MN CPU, control path). OdrpMnSide::RebuildChain stops the dead
 // chain (its QPs to ERR), creates and arms a fresh one connected to a fresh
 // ChainClient. The CN side reaches the MN object directly (same process);
-// a remote MN daemon is refused at construction.
+// a remote MN daemon is refused at construction. Unmapped Store and
+// Invalidate: the other lanes may be mid-request when one faults, so the MN
+// first stops every C_w (no further step is enabled) and waits until every
+// step an L_w started has completed (Chain::WorkersSettled; a control-path
+// poll charged as mn.bookkeeping), then reads each lane's last instance
+// (Chain::LastInstance: which of its L steps started), as OneSidedMW's
+// Inspect. Unmapped Store: claimed (U1) but not mapped (U5) -> p is a dead
+// position (RecoverDequeue; its element is still in its slot, U6 runs after
+// U5); mapped -> the request's page. Invalidate: unmapped (V7) but the tail
+// not claimed (V5) -> RingRepair::Enqueue(page); claimed but not written
+// (V8) -> RingRepair::Fill(p, page) (RecoverEnqueue); before V7 nothing
+// changed. The page is V3's landing in V4's WQE (InvalidatedPage).
 //
 // Empty queue. An Unmapped Store that dequeues the (zeroed) element past the
 // last free page faults at U7 on the null page address, after advancing the
-// head past the claimed position p. The MN tells it from any other fault by
-// what the dequeue READ (U4) landed in U7's WQE: 0 means the queue was empty
-// (CHK's and U5's FENCEs make U4 land before CHK, U5..U7 run, so for a chain
-// whose L faulted the field is the last request's element). A request whose
-// tt_addr CHK refused (misaligned, outside the CN's table) takes the same path:
-// its claimed element is still in its slot and is moved back. p is faa[s] of
-// the chain scratch. The MN CPU adds p to RingRepair's dead positions (also
-// when the element was not 0: a page claimed by a faulted dequeue sits behind
-// the head and must be moved back), sweeps, and the CN's Alloc returns
-// kOutOfMemory. The CN then remembers the MN was empty: its next Allocs first
-// ask the MN (control path) to sweep and say whether the head holds a page,
-// until it does. While the CN has not seen the queue empty, Alloc never touches
-// the MN CPU.
+// head past the claimed position p. With W lanes several can (each after
+// its own claim), and in lap 0 the flush of R's RQ lets every lane run one
+// more instance, which claims a position and is refused at CHK. The MN tells
+// an empty queue from any other fault by what each lane's dequeue READ (U4)
+// landed in its U7 WQE: 0 means the queue was empty (CHK's and U7's FENCEs
+// make U4 land before CHK, U7 run). A request whose tt_addr CHK refused
+// (misaligned, outside the CN's table) takes the same path: its claimed
+// element is still in its slot and is moved back. p is faa[s] of the chain
+// scratch. The MN CPU adds every such p to RingRepair's dead positions (also
+// when the element was not 0: a page claimed by a faulted dequeue sits
+// behind the head and must be moved back), sweeps once, and the CN's Allocs
+// return kOutOfMemory (odrp_test AllocationsInFlightOnAnEmptyQueueLoseNoPage:
+// free queue + mapped == pool after the repair). The CN then remembers the
+// MN was empty: its next Allocs first ask the MN (control path) to sweep and
+// say whether the head holds a page, until it does. While the CN has not
+// seen the queue empty, Alloc never touches the MN CPU.
 //
 // Crash. ReclaimCn stops the CN's chains, returns every page mapped in its TT
 // to the free page queue (RingRepair::Enqueue: masked FAA on the tail through
 // the RNIC) and zeroes those entries. Nobody else's TT is touched.
 //
 // Not handled: per-CN budgets ([ODRP] §4.5.2 "Fairness"); reuse of a dead
-// chain's MN memory (each rebuild registers fresh scratch and staging). A
-// request whose reply was lost after the chain finished it (the CN's QP
-// failed) is judged by the TT entry it named: an allocation that did map it
-// keeps the swap page marked used on the CN (held until the CN is reclaimed),
-// a free that did unmap it counts as done.
+// chain's MN memory (each rebuild registers fresh scratch and staging). An
+// Unmapped Store that names an entry that is already mapped (a malicious or
+// confused CN bypassing its bitmap) overwrites the entry: the CN loses its
+// own page until it is reclaimed (CHK checks the address, not that the
+// entry is free; unchanged by issue 13). A dequeue stopped after U5 and
+// before U6 (a rebuild's StopControl between two WQEs of one stage) leaves
+// the mapped page's element behind the head, where the next enqueue at that
+// position overwrites it.
 #pragma once
 
 #include <map>
