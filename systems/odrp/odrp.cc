@@ -149,24 +149,7 @@ Task<ChainReport> OdrpMnSide::RebuildChain(uint32_t cn_index, Chain* old, fabric
   ChainReport rep;
   const ChainKind kind = old->geometry().kind;
   rep.faulted = old->Faulted();
-  const bool repairs = kind == ChainKind::kUnmappedStore || kind == ChainKind::kInvalidate;
-  if (repairs) {
-    // Other lanes may be mid-request: let every step they started finish
-    // (odrp.h "Recovery"), then read each lane's last instance.
-    old->StopControl();
-    while (!old->WorkersSettled()) co_await node_->cpu().Work(cost_bookkeeping_);
-  }
-  old->Stop();
-  for (uint32_t w = 0; repairs && w < old->geometry().lanes; ++w) {
-    const Chain::LaneProgress p = old->LastInstance(w);
-    if (kind == ChainKind::kUnmappedStore) co_await RecoverDequeue(*old, p, &rep);
-    if (kind == ChainKind::kInvalidate) co_await RecoverEnqueue(*old, p);
-  }
-  if (kind == ChainKind::kUnmappedStore) {
-    counters_.empty_faults += rep.queue_empty;
-    counters_.elements_moved += co_await repair_->Sweep();
-    rep.pages_available = repair_->HeadHasElement();
-  }
+  co_await StopAndRepair(*old, &rep);
   if ((kind == ChainKind::kLoad || kind == ChainKind::kMappedStore) && rep.faulted) {
     co_await node_->cpu().Work(cost_bookkeeping_);
     rep.refused_request = old->RefusedRequest();
@@ -176,6 +159,32 @@ Task<ChainReport> OdrpMnSide::RebuildChain(uint32_t cn_index, Chain* old, fabric
   rep.chain = it->get();
   ++counters_.chains_rebuilt;
   co_return rep;
+}
+
+Task<void> OdrpMnSide::StopAndRepair(Chain& c, ChainReport* rep) {
+  if (!repaired_.insert(&c).second) {  // ReclaimCn, then a rebuild: once
+    c.Stop();
+    co_return;
+  }
+  const ChainKind kind = c.geometry().kind;
+  const bool repairs = kind == ChainKind::kUnmappedStore || kind == ChainKind::kInvalidate;
+  if (repairs) {
+    // Other lanes may be mid-request: let every step they started finish
+    // (odrp.h "Recovery"), then read each lane's last instance.
+    c.StopControl();
+    while (!c.WorkersSettled()) co_await node_->cpu().Work(cost_bookkeeping_);
+  }
+  c.Stop();
+  for (uint32_t w = 0; repairs && w < c.geometry().lanes; ++w) {
+    const Chain::LaneProgress p = c.LastInstance(w);
+    if (kind == ChainKind::kUnmappedStore) co_await RecoverDequeue(c, p, rep);
+    if (kind == ChainKind::kInvalidate) co_await RecoverEnqueue(c, p);
+  }
+  if (kind == ChainKind::kUnmappedStore) {
+    counters_.empty_faults += rep->queue_empty;
+    counters_.elements_moved += co_await repair_->Sweep();
+    rep->pages_available = repair_->HeadHasElement();
+  }
 }
 
 // One lane's last Unmapped Store instance (L_w settled): U1 claimed
@@ -261,7 +270,10 @@ Task<ReclaimReport> OdrpMnSide::ReclaimCn(uint32_t cn_index) {
   auto it = cns_.find(cn_index);
   if (it == cns_.end()) co_return r;
   CnState& cs = it->second;
-  for (const auto& c : cs.chains) c->Stop();  // nothing of that CN runs any more
+  for (const auto& c : cs.chains) {  // nothing of that CN runs any more
+    ChainReport ignored;             // its lanes' half-done allocations and frees repaired
+    co_await StopAndRepair(*c, &ignored);
+  }
   const CnTable& t = *cs.table;
   std::vector<uint8_t> tt(t.entries * kTtEntryBytes);
   node_->memory().Read(t.tt_base, tt.data(), tt.size());

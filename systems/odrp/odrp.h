@@ -150,9 +150,11 @@
 // say whether the head holds a page, until it does. While the CN has not
 // seen the queue empty, Alloc never touches the MN CPU.
 //
-// Crash. ReclaimCn stops the CN's chains, returns every page mapped in its TT
-// to the free page queue (RingRepair::Enqueue: masked FAA on the tail through
-// the RNIC) and zeroes those entries. Nobody else's TT is touched.
+// Crash. ReclaimCn stops the CN's chains (StopAndRepair: a lane's
+// half-done allocation or free is repaired as after a fault), returns every
+// page mapped in its TT to the free page queue (RingRepair::Enqueue: masked
+// FAA on the tail through the RNIC) and zeroes those entries. Nobody else's
+// TT is touched.
 //
 // Not handled: per-CN budgets ([ODRP] §4.5.2 "Fairness"); reuse of a dead
 // chain's MN memory (each rebuild registers fresh scratch and staging). An
@@ -167,6 +169,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "systems/common/ring_repair.h"
@@ -257,6 +260,9 @@ class OdrpMnSide : public MnSide {
   CnState& StateOf(uint32_t cn_index);
   Task<std::unique_ptr<Chain>> NewChain(const CnState& cs, ChainKind kind, fabric::Qp* cn_qp,
                                         uint32_t lanes);
+  // Stops `c` for good; Unmapped Store, Invalidate: first lets every started
+  // L step finish and then repairs each lane's last instance ("Recovery").
+  Task<void> StopAndRepair(Chain& c, ChainReport* rep);
   // One lane's last instance after the chain settled ("Recovery").
   Task<void> RecoverDequeue(const Chain& old, Chain::LaneProgress p, ChainReport* rep);
   Task<void> RecoverEnqueue(const Chain& old, Chain::LaneProgress p);
@@ -268,6 +274,7 @@ class OdrpMnSide : public MnSide {
   std::unique_ptr<OdrpMetadata> odrp_;
   std::unique_ptr<RingRepair> repair_;
   std::map<uint32_t, CnState> cns_;  // by CN index (ordered: deterministic)
+  std::set<const Chain*> repaired_;  // chains StopAndRepair has repaired (never twice)
   CoMutex control_;
   OdrpMnCounters counters_;
   fabric::CpuCost cost_dispatch_;
