@@ -48,7 +48,23 @@
 // alloc 41.2 -> 17.5 us (chains_per_kind = 4 was 0.184 s; Static-MR 1GB
 // 0.074 s); 6 CNs, 12 tasks: job 0.196 -> 0.183 s, alloc 22.1 -> 24.5 us
 // (2 tasks per CN keep few allocations in flight: the pipelined chain's
-// extra steps cost more than the overlap gains).
+// extra steps cost more than the overlap gains); with unmapped_store_lanes
+// = invalidate_lanes = 1, 1 CN: 0.305 s (the pipelined layout, one at a
+// time, costs more than the one-request chain did).
+// What bounds that swap run now (MN QP counters summed after the run: WQEs
+// started + responder operations, times the cx5 profile's 114.3 ns + 3.806
+// ns x CN-facing offloaded QPs per WR; one-off instrumentation, not kept):
+// 6 CNs: the MN RNIC's 8 processing units, busy 77% of the run on average
+// (1.14 s of PU time in 0.186 s; 24 CN-facing chain QPs make every WR 205.6
+// ns, 44% of it offload penalty). Loads are 69% of it: 15 WR-sides each (C_w
+// 8 with 3 NOPs, T and L1 on both loopback sides, R0, R1, the request's
+// SEND), allocations and frees 13% and 12% (48 and 46 each), Mapped Stores
+// 5% (19). The MN port is about half busy (TX ~51 Gbps: loads' 4 KB replies
+// and the loopback page copies); one CN's R about 10% (2 WQEs a load);
+// Static-MR's same run is MN-port bound instead (~98 Gbps TX, PUs 4.5%). 1
+// CN: PUs 36%, port ~37%: latency bound, by the chains' dependent WQE hops
+// (sync swap-in 7.4 us vs Static-MR's 3.3; allocation 17.5 us and a free
+// ~13 us per swap-out, which Static-MR does not make).
 // Why load_lanes = 16 by default: a lane carries one request at a time and
 // the CN keeps W in flight, so one CN loads at most about W per load latency
 // (6.9 us at 1 thread, sim), until the one R's in-order pipe (R0's 4 KB reply
