@@ -59,27 +59,41 @@ struct Target {
   uint8_t role;
   uint32_t wqe;
 };
-std::vector<Target> RearmTargets(ChainKind kind) {
+
+// C_w's stages of each kind (chains.h "Pipelining"): stage i enables L_w up
+// to WQE ends[i] of the instance, then waits until the lane's lcq_w counts
+// waits[i] of the instance's signaled L completions (waits.back(): all).
+struct Stages {
+  std::vector<uint32_t> ends;
+  std::vector<uint32_t> waits;
+};
+const Stages& StagesOf(ChainKind kind) {
+  static const Stages kLoadStages{{2}, {1}};                           // T, L1 | R0
+  static const Stages kMappedStages{{2, 4}, {1, 3}};                   // T, M1 | M2, M3
+  static const Stages kStoreStages{{7, 9, 16}, {4, 7, 11}};            // ..A2 | U4, CHK | U7..N
+  static const Stages kInvalidateStages{{4, 5, 9, 16}, {2, 3, 7, 9}};  // ..V2 | V3 | ..V6 | V8, N
   switch (kind) {
     case ChainKind::kLoad:
-      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {1, 1}};
-    case ChainKind::kUnmappedStore:
-      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {0, 11}, {1, 1}, {1, 2}};
+      return kLoadStages;
     case ChainKind::kMappedStore:
-      return {{2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {2, 5}, {2, 6}, {1, 1}};
+      return kMappedStages;
+    case ChainKind::kUnmappedStore:
+      return kStoreStages;
     case ChainKind::kInvalidate:
-      return {{2, 0}, {2, 1}, {2, 2},  {2, 3}, {2, 4}, {2, 5},
-              {2, 6}, {2, 7}, {0, 10}, {1, 1}, {1, 2}};
+      return kInvalidateStages;
   }
   throw std::logic_error("odrp chain: unknown kind");
 }
 
-// Signaled L completions per instance: Unmapped Store (U1..U3, A1, A2, U4,
-// CHK, U5..U7), Mapped Store (M1..M3, on its lane's lcq_w), Invalidate
-// (V1..V9). The snapshot READs (S) and the tickets (T) are unsignaled.
-constexpr uint64_t kStoreLCompletions = 10;
-constexpr uint64_t kMappedStoreLCompletions = 3;
-constexpr uint64_t kInvalidateLCompletions = 9;
+// C0 (WAIT rcq), each stage's ENABLE and WAIT, the WAIT on gcq and the
+// ENABLE of R (C_w), then R1 (ENABLE C_w's next instance).
+std::vector<Target> RearmTargets(ChainKind kind) {
+  const uint32_t c_values = 2 * static_cast<uint32_t>(StagesOf(kind).ends.size()) + 3;
+  std::vector<Target> t;
+  for (uint32_t i = 0; i < c_values; ++i) t.push_back({2, i});
+  t.push_back({1, 1});
+  return t;
+}
 
 }  // namespace
 
@@ -101,94 +115,51 @@ ChainGeometry ChainGeometry::For(ChainKind kind, uint32_t slots, uint32_t lanes)
   if (slots < 4 || !std::has_single_bit(slots)) {
     throw std::invalid_argument(
         "odrp chain: slots must be a power of two >= 4 (the re-arm lag "
-        "is 2), got " +
+        "is lanes + 1), got " +
         std::to_string(slots));
   }
-  if (lanes == 0 || (!Pipelined(kind) && lanes != 1) || slots % lanes != 0 || slots / lanes < 4 ||
+  if (lanes == 0 || slots % lanes != 0 || slots / lanes < 4 ||
       !std::has_single_bit(slots / lanes)) {
     throw std::invalid_argument("odrp chain: " + std::string(ChainKindName(kind)) + " with " +
                                 std::to_string(lanes) + " lanes and " + std::to_string(slots) +
-                                " slots (only Load and Mapped Store have lanes; slots / lanes must "
-                                "be a power of two >= 4: the re-arm lag is lanes + 1)");
+                                " slots (slots / lanes must be a power of two >= 4: the re-arm "
+                                "lag is lanes + 1)");
   }
   ChainGeometry g;
   g.kind = kind;
   g.slots = slots;
   g.lanes = lanes;
+  g.r_wrs = 2;  // R0 (reply), R1 (ENABLE C_w)
   switch (kind) {
     case ChainKind::kLoad:
-      g.l_wrs = 2, g.r_wrs = 2, g.c_wrs = 8;
-      break;
-    case ChainKind::kUnmappedStore:
-      g.l_wrs = 16, g.r_wrs = 4, g.c_wrs = 8;
+      g.l_wrs = 2, g.c_wrs = 8;
       break;
     case ChainKind::kMappedStore:
-      g.l_wrs = 4, g.r_wrs = 2, g.c_wrs = 8;
+      g.l_wrs = 4, g.c_wrs = 8;
       break;
+    case ChainKind::kUnmappedStore:
     case ChainKind::kInvalidate:
-      g.l_wrs = 16, g.r_wrs = 4, g.c_wrs = 8;
+      g.l_wrs = 16, g.c_wrs = 16;
       break;
   }
   return g;
 }
 
+uint32_t ChainGeometry::l_signaled() const { return StagesOf(kind).waits.back(); }
+
 std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m, uint32_t lanes) {
-  if (kind == ChainKind::kLoad) {
-    const ChainGeometry g = ChainGeometry::For(kind, 4 * lanes, lanes);
-    const uint64_t j = m / lanes;  // the lane's instance
-    return {
-        m + 1,              // C0 WAIT rcq: request m landed
-        (j + 1) * g.l_wrs,  // C1 ENABLE L_w: T (previous), L1
-        j + 1,              // C2 WAIT lcq_w: L1 landed in R0
-        m,                  // C3 WAIT gcq: instances 0..m-1 enabled their R0
-        (m + 1) * g.r_wrs,  // C4 ENABLE R0, R1 (signaled: gcq)
-        (j + 2) * g.c_wrs,  // R1 ENABLE C_w's next instance (request m + W)
-    };
+  const ChainGeometry g = ChainGeometry::For(kind, 4 * lanes, lanes);
+  const Stages& st = StagesOf(kind);
+  const uint64_t j = m / lanes;       // the lane's instance
+  std::vector<uint64_t> v = {m + 1};  // C0 WAIT rcq: request m landed
+  for (size_t i = 0; i < st.ends.size(); ++i) {
+    v.push_back(j * g.l_wrs + st.ends[i]);          // ENABLE L_w: the stage's steps
+    v.push_back(j * g.l_signaled() + st.waits[i]);  // WAIT lcq_w: their results landed
   }
-  if (kind == ChainKind::kMappedStore) {
-    const ChainGeometry g = ChainGeometry::For(kind, 4 * lanes, lanes);
-    const uint64_t j = m / lanes;  // the lane's instance
-    const uint64_t lc = kMappedStoreLCompletions * j;
-    return {
-        m + 1,              // C0 WAIT rcq: request m landed
-        j * g.l_wrs + 2,    // C1 ENABLE L_w: T (previous), M1
-        lc + 1,             // C2 WAIT lcq_w: M1 landed in M2
-        (j + 1) * g.l_wrs,  // C3 ENABLE L_w: M2, M3
-        lc + 3,             // C4 WAIT lcq_w: M3 landed in R0
-        m,                  // C5 WAIT gcq: instances 0..m-1 enabled their R0
-        (m + 1) * g.r_wrs,  // C6 ENABLE R0, R1 (signaled: gcq)
-        (j + 2) * g.c_wrs,  // R1 ENABLE C_w's next instance (request m + W)
-    };
-  }
-  const ChainGeometry g = ChainGeometry::For(kind, 4);
-  if (kind == ChainKind::kInvalidate) {
-    const uint64_t lc = kInvalidateLCompletions * m;
-    return {
-        m + 1,              // C0 WAIT rcq
-        m * g.l_wrs + 3,    // C1 ENABLE S, V1, V2
-        lc + 2,             // C2 WAIT lcq: V1, V2 landed
-        m * g.l_wrs + 4,    // C3 ENABLE V3
-        lc + 3,             // C4 WAIT lcq: V3 landed
-        m * g.l_wrs + 7,    // C5 ENABLE V4..V6
-        lc + 6,             // C6 WAIT lcq: V6 landed
-        (m + 1) * g.l_wrs,  // C7 ENABLE V7..L15
-        (m + 1) * g.r_wrs,  // L10 ENABLE R0..R3
-        m + 1,              // R1 WAIT rscq
-        (m + 2) * g.c_wrs,  // R2 ENABLE C's next instance
-    };
-  }
-  const uint64_t lc = kStoreLCompletions * m;
-  return {
-      m + 1,              // C0 WAIT rcq
-      m * g.l_wrs + 6,    // C1 ENABLE S, U1, U2, U3, A1, A2
-      lc + 4,             // C2 WAIT lcq: U1, U2, U3, A1 landed
-      m * g.l_wrs + 8,    // C3 ENABLE U4, CHK
-      lc + 7,             // C4 WAIT lcq: A2, U4, CHK landed
-      (m + 1) * g.l_wrs,  // C5 ENABLE U5..L15
-      (m + 1) * g.r_wrs,  // L11 ENABLE R0..R3
-      m + 1,              // R1 WAIT rscq
-      (m + 2) * g.c_wrs,  // R2 ENABLE C's next instance
-  };
+  v.push_back(m);                  // WAIT gcq: instances 0..m-1 enabled their R0
+  v.push_back((m + 1) * g.r_wrs);  // ENABLE R0, R1 (signaled: gcq)
+  v.push_back((j + 2) * g.c_wrs);  // R1 ENABLE C_w's next instance (request m + W)
+  return v;
 }
 
 uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n) {
@@ -197,7 +168,7 @@ uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n) {
 
 uint32_t HeaderBytes(ChainKind kind) {
   const uint32_t rearm = static_cast<uint32_t>(RearmTargets(kind).size()) * 8;
-  return (ChainGeometry::Pipelined(kind) ? 8 + 8 + 4 + 4 : 8 + 4) + rearm + 4;
+  return 8 + 8 + 4 + 4 + rearm + 4;
 }
 
 std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t tt_addr,
@@ -205,10 +176,8 @@ std::vector<uint8_t> EncodeHeader(const ChainGeometry& g, uint64_t n, uint64_t t
                                   const std::vector<uint64_t>* rearm) {
   std::vector<uint8_t> out;
   PutBe64(&out, tt_addr);
-  if (ChainGeometry::Pipelined(g.kind)) {
-    PutBe64(&out, dst_addr);
-    PutBe32(&out, dst_rkey);
-  }
+  PutBe64(&out, dst_addr);
+  PutBe32(&out, dst_rkey);
   PutBe32(&out, static_cast<uint32_t>(n));
   // n - lag + slots, without underflow (slots >= 4 x lanes > lag).
   const std::vector<uint64_t> honest =
@@ -293,10 +262,9 @@ Task<std::unique_ptr<Chain>> Chain::Create(OdrpMetadata* mn, const CnTable* cn, 
   c->rcq_ = n->CreateCq(16, true);
   c->rscq_ = n->CreateCq(16, true);
   c->lcq_ = n->CreateCq(16, true);
-  c->ccq_ = n->CreateCq(16, true);
-  // Load: 3 argument SGEs; Mapped Store: 3 and the page; the other stores:
-  // 2 and the page. Then re-arm and doorbell.
-  const uint32_t recv_sges = static_cast<uint32_t>(4 + RearmTargets(kind).size() + 1);
+  // 3 argument SGEs, the re-arm values, the doorbell and (stores) the page.
+  const bool page = kind == ChainKind::kUnmappedStore || kind == ChainKind::kMappedStore;
+  const uint32_t recv_sges = static_cast<uint32_t>(3 + RearmTargets(kind).size() + 1 + page);
   fabric::QpInitAttr r;
   r.pd = mn->pd();
   r.send_cq = c->rscq_;
@@ -334,16 +302,16 @@ Task<std::unique_ptr<Chain>> Chain::Create(OdrpMetadata* mn, const CnTable* cn, 
   co_return c;
 }
 
-// L and C (one-request kinds) or L_w and C_w (Load: W lanes, each with its
-// own lcq_w; every C_w signals into the shared gcq), and the ring checks.
+// L_w and C_w (W lanes, each with its own lcq_w; every C_w signals into the
+// shared gcq), and the ring checks.
 void Chain::CreateLanes() {
   const ChainGeometry& g = geo_;
   fabric::Node* n = mn_->node();
   const bool swaps = g.kind == ChainKind::kUnmappedStore || g.kind == ChainKind::kInvalidate;
-  // EndianSwap: 8 x 1 B; Mapped Store's T zeroes two fields with one READ.
+  // EndianSwap: 8 x 1 B; T zeroes two fields with one READ (not Load's).
   const uint32_t l_sges = swaps ? 8u : g.kind == ChainKind::kMappedStore ? 2u : 1u;
   const uint32_t per_lane = g.slots / g.lanes;
-  if (ChainGeometry::Pipelined(g.kind)) gcq_ = n->CreateCq(16, true);
+  gcq_ = n->CreateCq(16, true);
   for (uint32_t w = 0; w < g.lanes; ++w) {
     fabric::Cq* lcq = w == 0 ? lcq_ : n->CreateCq(16, true);
     lane_lcq_.push_back(lcq);
@@ -353,11 +321,9 @@ void Chain::CreateLanes() {
                                          .max_send_wr = per_lane * g.l_wrs,
                                          .max_send_sge = l_sges,
                                          .managed = true}));
-    lane_c_.push_back(chain::LoopbackQp(mn_->cluster(), n,
-                                        {.pd = mn_->pd(),
-                                         .cq = gcq_ != nullptr ? gcq_ : ccq_,
-                                         .max_send_wr = per_lane * g.c_wrs,
-                                         .managed = true}));
+    lane_c_.push_back(chain::LoopbackQp(
+        mn_->cluster(), n,
+        {.pd = mn_->pd(), .cq = gcq_, .max_send_wr = per_lane * g.c_wrs, .managed = true}));
   }
   l_ = lane_l_[0];
   c_ = lane_c_[0];
@@ -380,28 +346,94 @@ std::vector<fabric::Qp*> Chain::qps() const {
   return v;
 }
 
-void Chain::BuildLoad(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
-                      std::vector<SendWr>* c, RecvWr* rr) const {
+uint32_t Chain::PrevSlot(uint32_t s) const {
   const uint32_t lanes = geo_.lanes, per_lane = geo_.slots / lanes;
-  const uint32_t w = s % lanes, j = s / lanes;
-  // The instance the lane ran before this one (ring order).
-  const uint32_t prev = ((j + per_lane - 1) % per_lane) * lanes + w;
-  const uint32_t rwq = r_->wq_lkey();
-  // T, the lane's ticket: zero the page address R0 of the lane's previous
-  // instance sent (C_w's instance is enabled only from that R0's tail), so
-  // that no R0 ever runs on an address a finished request left.
+  return ((s / lanes + per_lane - 1) % per_lane) * lanes + s % lanes;
+}
+
+// T, the lane's ticket: zeroes the reply source R0 of the lane's previous
+// instance sent (C_w's instance is enabled only from that R0's tail, R1),
+// so that no R0 ever runs on an address a finished request left, and
+// (`second`, all but Load) the previous instance's copy of the CN's
+// tt_addr, so that an instance run again without a request is refused.
+SendWr Chain::TicketWr(uint32_t s, const Sge* second) const {
   SendWr t;
   t.wr_id = uint64_t{s} << 8 | 0x11;
   t.opcode = Opcode::kRead;
-  t.remote_addr = mn_->zero_addr();
-  t.rkey = mn_->meta_mr()->rkey();
-  t.sg_list = {{InstWqe(kR, prev, 0) + WqeLayout::SegAddr(0), 8, rwq}};
-  t.flags = 0;  // C_w's WAIT counts L1 only
-  l->push_back(t);
+  t.sg_list = {{InstWqe(kR, PrevSlot(s), 0) + WqeLayout::SegAddr(0), 8, r_->wq_lkey()}};
+  if (second == nullptr) {  // Load: no chain scratch, the MN's zero word
+    t.remote_addr = mn_->zero_addr();
+    t.rkey = mn_->meta_mr()->rkey();
+  } else {
+    t.remote_addr = zeros_addr();
+    t.rkey = scratch_mr_->rkey();
+    t.sg_list.push_back(*second);
+  }
+  t.flags = 0;  // C_w's WAITs count the data steps only
+  return t;
+}
+
+// N (M3): R0's source, the address of the chain's zero bytes, only once
+// every earlier step of the instance completed (FENCE).
+SendWr Chain::NotifySourceWr(uint32_t s) const {
+  SendWr n;
+  n.wr_id = uint64_t{s} << 8 | 0x1f;
+  n.opcode = Opcode::kRead;
+  n.remote_addr = notify_src_addr();
+  n.rkey = scratch_mr_->rkey();
+  n.sg_list = {{InstWqe(kR, s, 0) + WqeLayout::SegAddr(0), 8, r_->wq_lkey()}};
+  n.flags = fabric::kSignaled | fabric::kFence;
+  return n;
+}
+
+// R0: the 8-byte notification (zeros, from N's source) to the CN's reply
+// word, imm = seq; R1: C_w's next instance.
+void Chain::BuildReply(uint32_t s, std::vector<SendWr>* r) const {
+  SendWr n;
+  n.wr_id = uint64_t{s} << 8 | 0x20;
+  n.opcode = Opcode::kWriteWithImm;
+  n.sg_list = {{0 /* <- N */, 8, scratch_mr_->lkey()}};
+  n.remote_addr = 0;  // <- RECV
+  n.rkey = 0;         // <- RECV
+  n.imm_data = 0;     // <- RECV (seq)
+  r->push_back(n);
+  r->push_back(chain::EnableWr(lane_c_[s % geo_.lanes]));
+}
+
+// The RECV's arguments: the tt_addr into `tt`, R0's remote address, rkey
+// and imm.
+void Chain::SetArgs(uint32_t s, Sge tt, RecvWr* rr) const {
+  const uint32_t rwq = r_->wq_lkey();
+  rr->sg_list = {tt,
+                 {InstWqe(kR, s, 0) + WqeLayout::kRemoteAddr, 12, rwq},
+                 {InstWqe(kR, s, 0) + WqeLayout::kImmInvQpn, 4, rwq}};
+}
+
+// C_w: WAIT rcq; per stage ENABLE L_w, WAIT lcq_w; WAIT gcq; ENABLE R
+// (signaled: gcq); NOP padding.
+void Chain::BuildGate(uint32_t s, std::vector<SendWr>* c) const {
+  const uint32_t w = s % geo_.lanes;
+  c->push_back(chain::WaitWr(rcq_));
+  for (size_t i = 0; i < StagesOf(geo_.kind).ends.size(); ++i) {
+    c->push_back(chain::EnableWr(lane_l_[w]));
+    c->push_back(chain::WaitWr(lane_lcq_[w]));
+  }
+  c->push_back(chain::WaitWr(gcq_));
+  SendWr gate = chain::EnableWr(r_);
+  gate.flags = fabric::kSignaled;  // -> gcq
+  gate.wr_id = uint64_t{s} << 8 | 0x30;
+  c->push_back(gate);
+  while (c->size() < geo_.c_wrs) c->push_back(chain::NopWr());
+}
+
+void Chain::BuildLoad(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
+                      std::vector<SendWr>* c, RecvWr* rr) const {
+  const uint32_t w = s % geo_.lanes;
+  l->push_back(TicketWr(s, nullptr));  // T
   // L1: the TT entry into R0's local address. FETCH_ADD 0: a misaligned
   // tt_addr is refused (an 8-byte READ would take half of two entries).
   SendWr rd = AtomicRead(0 /* <- RECV: tt_addr */, cn_->mr->rkey(),
-                         InstWqe(kR, s, 0) + WqeLayout::SegAddr(0), rwq);
+                         InstWqe(kR, s, 0) + WqeLayout::SegAddr(0), r_->wq_lkey());
   rd.wr_id = uint64_t{s} << 8 | 0x10;
   l->push_back(rd);
   // R0: the page to the CN, with the notification (signaled: Idle counts it).
@@ -414,123 +446,85 @@ void Chain::BuildLoad(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r
   wr.imm_data = 0;     // <- RECV (seq)
   r->push_back(wr);
   r->push_back(chain::EnableWr(lane_c_[w]));  // R1: C_w's next instance
-  c->push_back(chain::WaitWr(rcq_));          // C0
-  c->push_back(chain::EnableWr(lane_l_[w]));  // C1
-  c->push_back(chain::WaitWr(lane_lcq_[w]));  // C2
-  c->push_back(chain::WaitWr(gcq_));          // C3
-  SendWr gate = chain::EnableWr(r_);          // C4
-  gate.flags = fabric::kSignaled;             // -> gcq
-  gate.wr_id = uint64_t{s} << 8 | 0x30;
-  c->push_back(gate);
-  while (c->size() < geo_.c_wrs) c->push_back(chain::NopWr());  // C5..C7
-  rr->sg_list = {{InstWqe(kL, s, 1) + WqeLayout::kRemoteAddr, 8, lane_l_[w]->wq_lkey()},
-                 {InstWqe(kR, s, 0) + WqeLayout::kRemoteAddr, 12, rwq},
-                 {InstWqe(kR, s, 0) + WqeLayout::kImmInvQpn, 4, rwq}};
+  BuildGate(s, c);
+  SetArgs(s, {InstWqe(kL, s, 1) + WqeLayout::kRemoteAddr, 8, lane_l_[w]->wq_lkey()}, rr);
+}
+
+// One L step: opcode, remote address and key, one SGE, flags.
+SendWr Chain::Step(uint32_t s, uint32_t id, Opcode op, uint64_t remote, uint32_t rkey, Sge sge,
+                   uint8_t flags) const {
+  SendWr w;
+  w.wr_id = uint64_t{s} << 8 | id;
+  w.opcode = op;
+  w.remote_addr = remote;
+  w.rkey = rkey;
+  w.sg_list = {sge};
+  w.flags = flags;
+  return w;
 }
 
 void Chain::BuildStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
                        std::vector<SendWr>* c, RecvWr* rr) const {
-  const uint64_t l0 = uint64_t{s} * geo_.l_wrs, r0 = uint64_t{s} * geo_.r_wrs;
-  const uint64_t faa = faa_addr(s);
-  const uint32_t meta_key = mn_->meta_mr()->rkey();
-  const uint32_t lwq = l_->wq_lkey(), skey = scratch_mr_->lkey();
-  const uint64_t tag = uint64_t{s} << 8;
-  auto wr = [&](uint64_t id, Opcode op, uint64_t remote, uint32_t rkey, Sge sge, uint8_t flags) {
-    SendWr w;
-    w.wr_id = tag | id;
-    w.opcode = op;
-    w.remote_addr = remote;
-    w.rkey = rkey;
-    w.sg_list = {sge};
-    w.flags = flags;
-    return w;
-  };
+  const uint32_t lwq = lane_l_[s % geo_.lanes]->wq_lkey(), skey = scratch_mr_->lkey();
+  const uint32_t srkey = scratch_mr_->rkey(), meta_key = mn_->meta_mr()->rkey();
+  const uint32_t tt_key = cn_->mr->rkey();
+  const uint64_t faa = faa_addr(s), tag = uint64_t{s} << 8;
+  auto field = [&](uint32_t k, uint64_t off) { return InstWqe(kL, s, k) + off; };
   constexpr uint8_t kSig = fabric::kSignaled, kSigFence = fabric::kSignaled | fabric::kFence;
+  const Sge ta_prev{ta_addr(PrevSlot(s)), 8, skey};
+  l->push_back(TicketWr(s, &ta_prev));  // T
   // S: the one read of the CN's tt_addr (ta[s]) into snap[s].
-  l->push_back(
-      wr(0x10, Opcode::kRead, ta_addr(s), scratch_mr_->rkey(), {snap_addr(s), 8, skey}, 0));
+  l->push_back(Step(s, 0x10, Opcode::kRead, ta_addr(s), srkey, {snap_addr(s), 8, skey}, 0));
   // U1: claim an element.
   l->push_back(chain::RingAdvanceWr(mn_->head_addr(), meta_key, mn_->layout().BoundaryMask(), faa,
                                     skey, tag | 1));
   // U2, U3: EndianSwap the element address into U4 and U6 (U2 fenced: after
   // U1's result, and S, landed; U3 follows U2).
-  SendWr u2 = chain::SwapReadWr(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 6) + WqeLayout::kRemoteAddr,
-                                lwq, tag | 2);
+  SendWr u2 = chain::SwapReadWr(faa, srkey, field(kStoreU4, WqeLayout::kRemoteAddr), lwq, tag | 2);
   u2.flags = kSigFence;
   l->push_back(u2);
-  l->push_back(chain::SwapReadWr(faa, scratch_mr_->rkey(), Wqe(kL, l0 + 9) + WqeLayout::kRemoteAddr,
-                                 lwq, tag | 3));
+  l->push_back(
+      chain::SwapReadWr(faa, srkey, field(kStoreU6, WqeLayout::kRemoteAddr), lwq, tag | 3));
   // A1, A2: the snapshot into CHK and U5 (after S: they follow U2's FENCE).
-  l->push_back(wr(0x11, Opcode::kRead, snap_addr(s), scratch_mr_->rkey(),
-                  {Wqe(kL, l0 + 7) + WqeLayout::kRemoteAddr, 8, lwq}, kSig));
-  l->push_back(wr(0x12, Opcode::kRead, snap_addr(s), scratch_mr_->rkey(),
-                  {Wqe(kL, l0 + 8) + WqeLayout::kRemoteAddr, 8, lwq}, kSig));
+  l->push_back(Step(s, 0x11, Opcode::kRead, snap_addr(s), srkey,
+                    {field(kStoreChk, WqeLayout::kRemoteAddr), 8, lwq}, kSig));
+  l->push_back(Step(s, 0x12, Opcode::kRead, snap_addr(s), srkey,
+                    {field(kStoreU5, WqeLayout::kRemoteAddr), 8, lwq}, kSig));
   // U4: the free page's address -> U7's local address (fenced: after U2).
-  l->push_back(wr(4, Opcode::kRead, 0 /* <- U2 */, meta_key,
-                  {Wqe(kL, l0 + 10) + WqeLayout::SegAddr(0), 8, lwq}, kSigFence));
+  l->push_back(Step(s, 4, Opcode::kRead, 0 /* <- U2 */, meta_key,
+                    {field(kStoreU7, WqeLayout::SegAddr(0)), 8, lwq}, kSigFence));
   // CHK: FETCH_ADD 0 on the TT entry: refuses a misaligned or out-of-table
-  // tt_addr before anything is written.
-  SendWr chk = AtomicRead(0 /* <- A1 */, cn_->mr->rkey(), chk_addr(s), skey);
+  // tt_addr before anything is written (fenced: after U4 landed, so a
+  // refusal leaves the repair U4's element).
+  SendWr chk = AtomicRead(0 /* <- A1 */, tt_key, chk_addr(s), skey);
   chk.wr_id = tag | 0x13;
-  chk.flags = kSigFence;  // after U4 landed: a refusal leaves the repair U4's element
+  chk.flags = kSigFence;
   l->push_back(chk);
-  // U5: map it: U7's local address field -> the TT entry (fenced: after
-  // CHK passed and U4 landed).
-  l->push_back(wr(5, Opcode::kWrite, 0 /* <- A2 */, cn_->mr->rkey(),
-                  {Wqe(kL, l0 + 10) + WqeLayout::SegAddr(0), 8, lwq}, kSigFence));
+  // U7: store the page (staging -> page) BEFORE it is mapped (fenced: after
+  // CHK passed and U4 landed in its local address). A null page (empty
+  // queue) faults here, before U5 maps anything.
+  l->push_back(Step(s, 7, Opcode::kRead, staging_addr(s), staging_mr_->rkey(),
+                    {0 /* <- U4 */, static_cast<uint32_t>(kPageBytes), mn_->pool_mr()->lkey()},
+                    kSigFence));
+  // U5: map it: U7's local address field -> the TT entry (after U7's FENCE).
+  l->push_back(Step(s, 5, Opcode::kWrite, 0 /* <- A2 */, tt_key,
+                    {field(kStoreU7, WqeLayout::SegAddr(0)), 8, lwq}, kSig));
   // U6: zero the element.
-  l->push_back(wr(6, Opcode::kWrite, 0 /* <- U3 */, meta_key,
-                  {mn_->zero_addr(), 8, mn_->meta_mr()->lkey()}, kSig));
-  // U7: store the page (staging -> page).
-  l->push_back(wr(7, Opcode::kRead, staging_addr(s), staging_mr_->rkey(),
-                  {0 /* <- U4 */, static_cast<uint32_t>(kPageBytes), mn_->pool_mr()->lkey()},
-                  kSig));
-  // L10: release the notification once U4..U7 completed.
-  SendWr en = chain::EnableWr(r_);
-  en.flags = fabric::kFence;
-  l->push_back(en);
-  while (l->size() % geo_.l_wrs != 0) l->push_back(chain::NopWr());  // L12..L15
-  BuildNotify(s, r);
-  for (int i = 0; i < 3; ++i) {
-    c->push_back(chain::WaitWr(i == 0 ? rcq_ : lcq_));  // C0, C2, C4
-    c->push_back(chain::EnableWr(l_));                  // C1, C3, C5
-  }
-  c->push_back(chain::NopWr());  // C6
-  c->push_back(chain::NopWr());  // C7
-  rr->sg_list = {{ta_addr(s), 8, skey}, {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
-}
-
-void Chain::BuildNotify(uint32_t s, std::vector<SendWr>* r) const {
-  // R0: the notification (0 bytes, imm = seq).
-  SendWr n;
-  n.wr_id = uint64_t{s} << 8 | 0x20;
-  n.opcode = Opcode::kWriteWithImm;
-  n.imm_data = 0;  // <- RECV (seq)
-  r->push_back(n);
-  r->push_back(chain::WaitWr(rscq_));  // R1
-  r->push_back(chain::EnableWr(c_));   // R2
-  r->push_back(chain::NopWr());        // R3
+  l->push_back(Step(s, 6, Opcode::kWrite, 0 /* <- U3 */, meta_key,
+                    {mn_->zero_addr(), 8, mn_->meta_mr()->lkey()}, kSig));
+  l->push_back(NotifySourceWr(s));  // N: after U7 completed (U5, U6 executed before its READ)
+  while (l->size() < geo_.l_wrs) l->push_back(chain::NopWr());
+  BuildReply(s, r);
+  BuildGate(s, c);
+  SetArgs(s, {ta_addr(s), 8, skey}, rr);
 }
 
 void Chain::BuildMappedStore(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
                              std::vector<SendWr>* c, RecvWr* rr) const {
-  const uint32_t lanes = geo_.lanes, per_lane = geo_.slots / lanes;
-  const uint32_t w = s % lanes, j = s / lanes;
-  const uint32_t prev = ((j + per_lane - 1) % per_lane) * lanes + w;  // the lane's previous
-  const uint32_t lwq = lane_l_[w]->wq_lkey(), rwq = r_->wq_lkey(), skey = scratch_mr_->lkey();
+  const uint32_t lwq = lane_l_[s % geo_.lanes]->wq_lkey();
   const uint64_t tag = uint64_t{s} << 8;
-  // T, the lane's ticket: one 16-byte READ of zeros into the previous
-  // instance's R0 source (an early R0 faults) and M1 tt_addr (a replay of
-  // that instance without a request of its own faults).
-  SendWr t;
-  t.wr_id = tag | 0x11;
-  t.opcode = Opcode::kRead;
-  t.remote_addr = zeros_addr();
-  t.rkey = scratch_mr_->rkey();
-  t.sg_list = {{InstWqe(kR, prev, 0) + WqeLayout::SegAddr(0), 8, rwq},
-               {InstWqe(kL, prev, 1) + WqeLayout::kRemoteAddr, 8, lwq}};
-  t.flags = 0;  // C_w's WAITs count M1..M3 only
-  l->push_back(t);
+  const Sge m1_prev{InstWqe(kL, PrevSlot(s), 1) + WqeLayout::kRemoteAddr, 8, lwq};
+  l->push_back(TicketWr(s, &m1_prev));  // T
   // M1: the TT entry (the mapped page's address, BE) -> M2's local address.
   SendWr m1 = AtomicRead(0 /* <- RECV: tt_addr */, cn_->mr->rkey(),
                          InstWqe(kL, s, 2) + WqeLayout::SegAddr(0), lwq);
@@ -538,134 +532,56 @@ void Chain::BuildMappedStore(uint32_t s, std::vector<SendWr>* l, std::vector<Sen
   l->push_back(m1);
   // M2: store the page in place (staging -> page). Fenced: its local
   // address is M1's result.
-  SendWr m2;
-  m2.wr_id = tag | 2;
-  m2.opcode = Opcode::kRead;
-  m2.sg_list = {{0 /* <- M1 */, static_cast<uint32_t>(kPageBytes), mn_->pool_mr()->lkey()}};
-  m2.remote_addr = staging_addr(s);
-  m2.rkey = staging_mr_->rkey();
-  m2.flags = fabric::kSignaled | fabric::kFence;  // after M1 landed, whatever C's counts
-  l->push_back(m2);
-  // M3: R0's source, only once M2 completed (FENCE): the store is done.
-  SendWr m3;
-  m3.wr_id = tag | 3;
-  m3.opcode = Opcode::kRead;
-  m3.remote_addr = notify_src_addr();
-  m3.rkey = scratch_mr_->rkey();
-  m3.sg_list = {{InstWqe(kR, s, 0) + WqeLayout::SegAddr(0), 8, rwq}};
-  m3.flags = fabric::kSignaled | fabric::kFence;
-  l->push_back(m3);
-  // R0: the 8-byte notification (zeros) to the CN's reply word, imm = seq.
-  SendWr n;
-  n.wr_id = tag | 0x20;
-  n.opcode = Opcode::kWriteWithImm;
-  n.sg_list = {{0 /* <- M3 */, 8, skey}};
-  n.remote_addr = 0;  // <- RECV
-  n.rkey = 0;         // <- RECV
-  n.imm_data = 0;     // <- RECV (seq)
-  r->push_back(n);
-  r->push_back(chain::EnableWr(lane_c_[w]));  // R1: C_w's next instance
-  BuildGate(w, s, c);
-  rr->sg_list = {{InstWqe(kL, s, 1) + WqeLayout::kRemoteAddr, 8, lwq},
-                 {InstWqe(kR, s, 0) + WqeLayout::kRemoteAddr, 12, rwq},
-                 {InstWqe(kR, s, 0) + WqeLayout::kImmInvQpn, 4, rwq}};
-}
-
-// C_w of Mapped Store: C0 WAIT rcq, C1 ENABLE L_w (T, M1), C2 WAIT lcq_w,
-// C3 ENABLE L_w (M2, M3), C4 WAIT lcq_w, C5 WAIT gcq, C6 ENABLE R
-// (signaled: gcq), C7 NOP.
-void Chain::BuildGate(uint32_t w, uint32_t s, std::vector<SendWr>* c) const {
-  c->push_back(chain::WaitWr(rcq_));
-  for (int i = 0; i < 2; ++i) {
-    c->push_back(chain::EnableWr(lane_l_[w]));
-    c->push_back(chain::WaitWr(lane_lcq_[w]));
-  }
-  c->push_back(chain::WaitWr(gcq_));
-  SendWr gate = chain::EnableWr(r_);
-  gate.flags = fabric::kSignaled;  // -> gcq
-  gate.wr_id = uint64_t{s} << 8 | 0x30;
-  c->push_back(gate);
-  while (c->size() < geo_.c_wrs) c->push_back(chain::NopWr());
+  l->push_back(Step(s, 2, Opcode::kRead, staging_addr(s), staging_mr_->rkey(),
+                    {0 /* <- M1 */, static_cast<uint32_t>(kPageBytes), mn_->pool_mr()->lkey()},
+                    fabric::kSignaled | fabric::kFence));
+  l->push_back(NotifySourceWr(s));  // M3: R0's source, once M2 completed: the store is done
+  BuildReply(s, r);
+  BuildGate(s, c);
+  SetArgs(s, {InstWqe(kL, s, 1) + WqeLayout::kRemoteAddr, 8, lwq}, rr);
 }
 
 void Chain::BuildInvalidate(uint32_t s, std::vector<SendWr>* l, std::vector<SendWr>* r,
                             std::vector<SendWr>* c, RecvWr* rr) const {
-  const uint64_t l0 = uint64_t{s} * geo_.l_wrs, r0 = uint64_t{s} * geo_.r_wrs;
-  const uint32_t meta_key = mn_->meta_mr()->rkey();
-  const uint32_t lwq = l_->wq_lkey();
-  const uint64_t tag = uint64_t{s} << 8;
-  auto read = [&](uint64_t id, uint64_t src, uint32_t rkey, uint64_t dst, uint32_t lkey) {
-    SendWr w;
-    w.wr_id = tag | id;
-    w.opcode = Opcode::kRead;
-    w.remote_addr = src;
-    w.rkey = rkey;
-    w.sg_list = {{dst, 8, lkey}};
-    return w;
-  };
+  const uint32_t lwq = lane_l_[s % geo_.lanes]->wq_lkey(), skey = scratch_mr_->lkey();
+  const uint32_t srkey = scratch_mr_->rkey(), meta_key = mn_->meta_mr()->rkey();
+  const uint32_t tt_key = cn_->mr->rkey();
+  auto field = [&](uint32_t k) { return InstWqe(kL, s, k) + WqeLayout::kRemoteAddr; };
+  constexpr uint8_t kSig = fabric::kSignaled, kSigFence = fabric::kSignaled | fabric::kFence;
+  const Sge ta_prev{ta_addr(PrevSlot(s)), 8, skey};
+  l->push_back(TicketWr(s, &ta_prev));  // T
   // S: the one read of the CN's tt_addr (ta[s]) into snap[s] (unsignaled).
-  SendWr snap = read(0x10, ta_addr(s), scratch_mr_->rkey(), snap_addr(s), scratch_mr_->lkey());
-  snap.flags = 0;
-  l->push_back(snap);
+  l->push_back(Step(s, 0x10, Opcode::kRead, ta_addr(s), srkey, {snap_addr(s), 8, skey}, 0));
   // V1, V2: the snapshot into V3 and V7 (V1 fenced: after S landed).
-  SendWr v1 =
-      read(1, snap_addr(s), scratch_mr_->rkey(), Wqe(kL, l0 + 3) + WqeLayout::kRemoteAddr, lwq);
-  v1.flags = fabric::kSignaled | fabric::kFence;
-  l->push_back(v1);
-  l->push_back(
-      read(2, snap_addr(s), scratch_mr_->rkey(), Wqe(kL, l0 + 7) + WqeLayout::kRemoteAddr, lwq));
+  l->push_back(Step(s, 1, Opcode::kRead, snap_addr(s), srkey, {field(kInvV3), 8, lwq}, kSigFence));
+  l->push_back(Step(s, 2, Opcode::kRead, snap_addr(s), srkey, {field(kInvV7), 8, lwq}, kSig));
   // V3: the TT entry (the page address, BE) -> V4's remote address.
-  SendWr v3 =
-      AtomicRead(0 /* <- V1 */, cn_->mr->rkey(), Wqe(kL, l0 + 4) + WqeLayout::kRemoteAddr, lwq);
-  v3.wr_id = tag | 3;
-  v3.flags = fabric::kSignaled | fabric::kFence;  // after V1 landed in it
+  SendWr v3 = AtomicRead(0 /* <- V1 */, tt_key, field(kInvV4), lwq);
+  v3.wr_id = uint64_t{s} << 8 | 3;
+  v3.flags = kSigFence;  // after V1 landed in it
   l->push_back(v3);
   // V4: the check: the entry must name a pool page (0 fails the bounds check).
-  SendWr v4 = read(4, 0 /* <- V3 */, mn_->pool_mr()->rkey(), chk_addr(s), scratch_mr_->lkey());
-  v4.flags = fabric::kSignaled | fabric::kFence;  // after V3 landed in it
-  l->push_back(v4);
-  // V5: claim the tail element, only after the check passed.
-  SendWr f = chain::RingAdvanceWr(mn_->tail_addr(), meta_key, mn_->layout().BoundaryMask(),
-                                  faa_addr(s), scratch_mr_->lkey(), tag | 5);
-  f.flags = fabric::kSignaled | fabric::kFence;
-  l->push_back(f);
-  // V6: EndianSwap the old tail into V8's remote address.
-  SendWr v6 = chain::SwapReadWr(faa_addr(s), scratch_mr_->rkey(),
-                                Wqe(kL, l0 + 8) + WqeLayout::kRemoteAddr, lwq);
-  v6.wr_id = tag | 6;
-  v6.flags = fabric::kSignaled | fabric::kFence;
+  l->push_back(Step(s, 4, Opcode::kRead, 0 /* <- V3 */, mn_->pool_mr()->rkey(),
+                    {chk_addr(s), 8, skey}, kSigFence));
+  // V7: unmap (zero the TT entry), only once V4 completed (the check passed).
+  l->push_back(Step(s, 7, Opcode::kWrite, 0 /* <- V2 */, tt_key,
+                    {mn_->zero_addr(), 8, mn_->meta_mr()->lkey()}, kSigFence));
+  // V5: claim the tail element (after the unmap: it follows V7).
+  l->push_back(chain::RingAdvanceWr(mn_->tail_addr(), meta_key, mn_->layout().BoundaryMask(),
+                                    faa_addr(s), skey, uint64_t{s} << 8 | 5));
+  // V6: EndianSwap the old tail into V8's remote address (after V5's result).
+  SendWr v6 = chain::SwapReadWr(faa_addr(s), srkey, field(kInvV8), lwq, uint64_t{s} << 8 | 6);
+  v6.flags = kSigFence;
   l->push_back(v6);
-  // V7: unmap (zero the TT entry).
-  SendWr v7;
-  v7.wr_id = tag | 7;
-  v7.opcode = Opcode::kWrite;
-  v7.sg_list = {{mn_->zero_addr(), 8, mn_->meta_mr()->lkey()}};
-  v7.remote_addr = 0;  // <- V2
-  v7.rkey = cn_->mr->rkey();
-  v7.flags = fabric::kSignaled | fabric::kFence;  // after V6 landed in V8 (V2 long before)
-  l->push_back(v7);
-  // V8: enqueue: *old_tail = page address (V4's remote address field, BE).
-  SendWr v8;
-  v8.wr_id = tag | 8;
-  v8.opcode = Opcode::kWrite;
-  v8.sg_list = {{Wqe(kL, l0 + 4) + WqeLayout::kRemoteAddr, 8, lwq}};
-  v8.remote_addr = 0;  // <- V6
-  v8.rkey = meta_key;
-  l->push_back(v8);
-  // V9: a READ after V7, V8, so that L9's FENCE orders the notification.
-  l->push_back(read(9, mn_->zero_addr(), meta_key, chk_addr(s), scratch_mr_->lkey()));
-  // L10: release the notification once V9 completed.
-  SendWr en = chain::EnableWr(r_);
-  en.flags = fabric::kFence;
-  l->push_back(en);
-  while (l->size() % geo_.l_wrs != 0) l->push_back(chain::NopWr());  // L11..L15
-  BuildNotify(s, r);
-  for (int i = 0; i < 4; ++i) {
-    c->push_back(chain::WaitWr(i == 0 ? rcq_ : lcq_));  // C0, C2, C4, C6
-    c->push_back(chain::EnableWr(l_));                  // C1, C3, C5, C7
-  }
-  rr->sg_list = {{ta_addr(s), 8, scratch_mr_->lkey()},
-                 {Wqe(kR, r0) + WqeLayout::kImmInvQpn, 4, r_->wq_lkey()}};
+  // V8: enqueue: *old_tail = page address (V4's remote address field, BE)
+  // (fenced: after V6 landed in its remote address).
+  l->push_back(
+      Step(s, 8, Opcode::kWrite, 0 /* <- V6 */, meta_key, {field(kInvV4), 8, lwq}, kSigFence));
+  l->push_back(NotifySourceWr(s));  // N: its READ response follows V7, V8
+  while (l->size() < geo_.l_wrs) l->push_back(chain::NopWr());
+  BuildReply(s, r);
+  BuildGate(s, c);
+  SetArgs(s, {ta_addr(s), 8, skey}, rr);
 }
 
 void Chain::BuildInstance(uint32_t s, std::vector<SendWr> (&wr)[3], RecvWr* rr) const {
@@ -710,8 +626,15 @@ Task<void> Chain::Arm() {
     std::vector<SendWr> wr[3];
     RecvWr rr;
     BuildInstance(s, wr, &rr);
+    if (s == 0) {  // which L WQEs of an instance complete into lcq_w (WorkersSettled)
+      l_signaled_before_.assign(1, 0);
+      for (const SendWr& w : wr[kL]) {
+        l_signaled_before_.push_back(l_signaled_before_.back() +
+                                     ((w.flags & fabric::kSignaled) != 0));
+      }
+    }
     // The RECV of slot s: arguments for instance s, then the re-arm values
-    // for instance s - 2, the doorbell record, and (stores) the page.
+    // for instance s - lag, the doorbell record, and (stores) the page.
     const uint32_t p = static_cast<uint32_t>((s + geo_.slots - geo_.rearm_lag()) % geo_.slots);
     for (const Target& t : targets) {
       const Role role = static_cast<Role>(t.role);
@@ -761,16 +684,64 @@ void Chain::Stop() {
   }
 }
 
+void Chain::StopControl() {
+  for (fabric::Qp* q : lane_c_) {
+    if (q->QueryState() != QpState::kErr) q->Modify(QpState::kErr);
+  }
+}
+
+bool Chain::WorkersSettled() const {
+  for (uint32_t w = 0; w < geo_.lanes; ++w) {
+    fabric::Qp* q = lane_l_[w];
+    if (q->QueryState() == QpState::kErr) continue;
+    const uint64_t e = q->counters().send_wrs_executed;
+    const uint64_t expect =
+        e / geo_.l_wrs * geo_.l_signaled() + l_signaled_before_.at(e % geo_.l_wrs);
+    if (lane_lcq_[w]->total_completions() < expect) return false;
+  }
+  return true;
+}
+
+Chain::LaneProgress Chain::LastInstance(uint32_t w) const {
+  const uint64_t e = lane_l_.at(w)->counters().send_wrs_executed;
+  if (e == 0) return {};
+  const uint64_t j = (e - 1) / geo_.l_wrs;  // the lane's instance
+  LaneProgress p;
+  p.steps = static_cast<uint32_t>(e - j * geo_.l_wrs);
+  p.slot = static_cast<uint32_t>((j % (geo_.slots / geo_.lanes)) * geo_.lanes + w);
+  return p;
+}
+
 uint64_t Chain::ClaimedPosition(uint32_t slot) const {
-  if (geo_.kind != ChainKind::kUnmappedStore) {
-    throw std::logic_error("odrp chain: ClaimedPosition of a non-dequeuing chain");
+  if (geo_.kind != ChainKind::kUnmappedStore && geo_.kind != ChainKind::kInvalidate) {
+    throw std::logic_error("odrp chain: ClaimedPosition of a chain that claims no position");
   }
   return mn_->node()->memory().LoadU64(faa_addr(slot % geo_.slots));
 }
 
+uint64_t Chain::LoadWqeField(uint32_t slot, uint32_t step, uint64_t off) const {
+  uint8_t be[8];
+  mn_->node()->memory().Read(InstWqe(kL, slot % geo_.slots, step) + off, be, 8);
+  return fabric::LoadBe64(be);
+}
+
+uint64_t Chain::DequeuedElement(uint32_t slot) const {
+  if (geo_.kind != ChainKind::kUnmappedStore) {
+    throw std::logic_error("odrp chain: DequeuedElement of a non-dequeuing chain");
+  }
+  return LoadWqeField(slot, kStoreU7, WqeLayout::SegAddr(0));
+}
+
+uint64_t Chain::InvalidatedPage(uint32_t slot) const {
+  if (geo_.kind != ChainKind::kInvalidate) {
+    throw std::logic_error("odrp chain: InvalidatedPage of a non-invalidating chain");
+  }
+  return LoadWqeField(slot, kInvV4, WqeLayout::kRemoteAddr);
+}
+
 uint64_t Chain::RefusedRequest() const {
-  if (!ChainGeometry::Pipelined(geo_.kind)) {
-    throw std::logic_error("odrp chain: RefusedRequest of a one-request chain");
+  if (geo_.kind != ChainKind::kLoad && geo_.kind != ChainKind::kMappedStore) {
+    throw std::logic_error("odrp chain: RefusedRequest of a chain whose refusals the MN repairs");
   }
   if (geo_.kind == ChainKind::kMappedStore && r_->QueryState() != QpState::kErr) {
     // A refused M1 or M2 after the first lap: C_w's WAIT for M3 is never
@@ -793,7 +764,7 @@ uint64_t Chain::RefusedRequest() const {
   if (geo_.kind == ChainKind::kMappedStore) {
     // M1..M3 of every earlier instance of the lane succeeded; fewer than 3
     // of m's: M1 refused the tt_addr or M2 found the entry unmapped.
-    return done < kMappedStoreLCompletions * (m / geo_.lanes + 1) ? m : kNoRequest;
+    return done < geo_.l_signaled() * (m / geo_.lanes + 1) ? m : kNoRequest;
   }
   if (done <= m / geo_.lanes) return m;  // L1 refused / not run
   uint8_t be[8];
@@ -807,24 +778,14 @@ uint64_t Chain::RefusedRequest() const {
   return kNoRequest;  // R0 ran on a page: the CN's end failed (e.g. its buffer's rkey)
 }
 
-uint64_t Chain::DequeuedElement(uint32_t slot) const {
-  if (geo_.kind != ChainKind::kUnmappedStore) {
-    throw std::logic_error("odrp chain: DequeuedElement of a non-dequeuing chain");
-  }
-  uint8_t be[8];
-  const uint64_t u7 = uint64_t{slot % geo_.slots} * geo_.l_wrs + 10;
-  mn_->node()->memory().Read(Wqe(kL, u7) + WqeLayout::SegAddr(0), be, 8);
-  return fabric::LoadBe64(be);
-}
-
 // ---- CN side -----------------------------------------------------------------------
 
 ChainClient::ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, ChainGeometry geo,
                          fabric::Mr* hdr_mr, uint64_t hdr_addr)
     : cn_(cn), rt_(rt), geo_(geo), hdr_mr_(hdr_mr), hdr_(hdr_addr) {
-  // Mapped Store: the reply word is the last 8 bytes of each header's
+  // All but Load: the reply word is the last 8 bytes of each header's
   // stride, written by the MN (WRITE_WITH_IMM): the MR must allow it.
-  const bool reply_word = geo.kind == ChainKind::kMappedStore;
+  const bool reply_word = geo.kind != ChainKind::kLoad;
   const uint64_t last = reply_word ? kHeaderStride : HeaderBytes(geo.kind);
   if (hdr_addr < hdr_mr->addr() ||
       hdr_addr + (geo.lanes - 1) * kHeaderStride + last > hdr_mr->addr() + hdr_mr->length()) {
@@ -832,7 +793,7 @@ ChainClient::ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, 
   }
   if (reply_word && (hdr_mr->access() & fabric::kRemoteWrite) == 0) {
     throw std::invalid_argument(
-        "odrp ChainClient: Mapped Store replies into the header MR, "
+        "odrp ChainClient: the store and invalidate chains reply into the header MR, "
         "which must allow remote write");
   }
   const uint32_t depth = std::max<uint32_t>(8, 2 * geo.lanes);
@@ -852,9 +813,8 @@ ChainClient::ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, 
 Task<Status> ChainClient::Invoke(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst_rkey,
                                  const Sge* page, uint32_t expect_bytes, Ps timeout) {
   const std::string what = std::string("odrp ") + ChainKindName(geo_.kind);
-  // One-request kinds refuse a second request; pipelined ones (any W, 1
-  // too) queue it until one of the W in flight returned.
-  if (in_flight_ >= geo_.lanes && !ChainGeometry::Pipelined(geo_.kind)) co_return BusyStatus();
+  // Up to W in flight (any W, 1 too): a further request waits until one of
+  // them returned.
   while (in_flight_ >= geo_.lanes) co_await window_.Wait();
   timed_out_ = false;
   last_request_ = Chain::kNoRequest;
@@ -865,7 +825,7 @@ Task<Status> ChainClient::Invoke(uint64_t tt_addr, uint64_t dst_addr, uint32_t d
   // and queued on recv_cq_ in one order, and replies come back in it.
   const uint64_t n = next_;
   const uint64_t hdr = hdr_ + (n % geo_.lanes) * kHeaderStride;  // free: reply n - W came
-  if (geo_.kind == ChainKind::kMappedStore) {  // the reply word, in this header's stride
+  if (geo_.kind != ChainKind::kLoad) {  // the reply word, in this header's stride
     dst_addr = hdr + kHeaderStride - 8;
     dst_rkey = hdr_mr_->rkey();
   }
@@ -932,12 +892,6 @@ Task<void> ChainClient::Deadline(fabric::Runtime* rt, fabric::Qp* qp,
   if (qp->state() != QpState::kErr) qp->Modify(QpState::kErr);
 }
 
-Status ChainClient::BusyStatus() const {
-  return Status(Code::kInvalidArgument, std::string("odrp ") + ChainKindName(geo_.kind) +
-                                            ": one request at a time per chain (the re-arm lag "
-                                            "relies on it)");
-}
-
 Task<Status> ChainClient::Load(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst_rkey, Ps timeout) {
   if (geo_.kind != ChainKind::kLoad) {
     co_return Status(Code::kUnsupported, "odrp: Load on a non-load chain");
@@ -962,9 +916,9 @@ Task<Status> ChainClient::SendHeader(ChainKind kind, uint64_t tt_addr, uint64_t 
                                              ChainKindName(geo_.kind) + " chain");
   }
   const Sge page{src_addr, static_cast<uint32_t>(kPageBytes), src_lkey};
-  // Mapped Store's reply is 8 bytes (chains.h "MappedStore"), the others' 0.
-  co_return co_await Invoke(tt_addr, 0, 0, kind == ChainKind::kInvalidate ? nullptr : &page,
-                            kind == ChainKind::kMappedStore ? 8 : 0, timeout);
+  // The reply is 8 bytes (chains.h "Notification").
+  co_return co_await Invoke(tt_addr, 0, 0, kind == ChainKind::kInvalidate ? nullptr : &page, 8,
+                            timeout);
 }
 
 Task<Status> ChainClient::UnmappedStore(uint64_t tt_addr, uint64_t src_addr, uint32_t src_lkey,

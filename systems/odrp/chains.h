@@ -5,14 +5,15 @@
 // request arguments (client-assisted recycling, [ODRP] §4.4), so a chain
 // serves any number of requests with `slots` pre-posted instances.
 //
-// Written: Load, Unmapped Store, Mapped Store, Invalidate.
+// Written: Load, Unmapped Store, Mapped Store, Invalidate, all pipelined.
 //
-// Chains per CN (odrp.h "Chains per CN"): ONE Load chain and ONE Mapped
-// Store chain per CN, each pipelined (W lanes, up to W requests inside it at
-// once, below; Mapped Store: "Pipelining Mapped Store"); Unmapped Store and
-// Invalidate are still a small pool per kind (knob chains_per_kind) of
-// chains that carry one request at a time each (issue 13, open: see
-// "Pipelining the other kinds").
+// Chains per CN (odrp.h "Chains per CN"): ONE chain per kind per CN, each
+// pipelined (W lanes, up to W requests inside it at once; "Pipelining"
+// below, then per kind: "Pipelining Mapped Store", "Pipelining Unmapped
+// Store and Invalidate"). Every kind has the same frame: one R, W lanes
+// L_w/C_w, the gate gcq, re-arm lag W + 1, slots = 4W, C_w's instance a
+// list of stages (ENABLE L_w up to a WQE, WAIT lcq_w for a count) ending in
+// WAIT gcq and ENABLE R; only the L steps and R0 differ.
 //
 // ---- Pipelining (Load; issue 13) -----------------------------------------------
 // After OneSidedMW's allocation chain (alloc_chain.h): one R (RQ + managed
@@ -97,43 +98,74 @@
 // Cost (sim, `dmbench micro access --system odrp --op write`): see odrp.h
 // "Chains per CN".
 //
-// ---- Pipelining the other kinds (not written) ------------------------------------
-// Unmapped Store and Invalidate would take Mapped Store's layout (8-byte
-// notification from a source the last L step sets, T zeroing it and the
-// previous instance's tt_addr copy). Unmapped Store with W > 1 also needs
-// recovery of every lane's last dequeue (several lanes can fault on one
-// empty queue; the MN's repair must read each lane's last instance, as
-// OneSidedMW's Inspect), and Invalidate's enqueue the same for the tail.
+// ---- Pipelining Unmapped Store and Invalidate (issue 13) -------------------------
+// Mapped Store's frame: R0 is the 8-byte WRITE_WITH_IMM from the source only
+// the last L step N sets (a READ of the chain's notify word, FENCE: after
+// every earlier step of the instance completed) and the lane's ticket T
+// zeroes, so an R0 released early (C_w's counts are CN values) or after its
+// L steps faulted finds 0 and faults: it never reports an allocation or a
+// free that did not run (chains_test
+// AnEarlyNotificationOfAPipelinedUnmappedStoreNeverReportsAStoreThatNeverRan
+// fails with T a NOP). T's second field is the previous instance's ta[s]
+// (the CN's tt_addr copy): an instance run again with no request (a flushed
+// RQ passes C_w's WAIT on rcq) reads tt_addr 0 and is refused at CHK / V3.
+// Per lane, per instance (j = n / W), C_w's stages: Unmapped Store 3
+// (T..A2 | U4, CHK | U7, U5, U6, N), Invalidate 4 (T..V2 | V3 | V4, V7,
+// V5, V6 | V8, N); 16 WQEs each on L_w and C_w, 2 on R.
+// Order within the last stages, so that a lane stopped between two stages
+// (the MN's rebuild stops C_w first) never leaves harm: Unmapped Store
+// stores the page (U7) BEFORE it maps it (U5) and zeroes the element (U6)
+// after: stopped before U5, the page is only claimed (its element still in
+// the ring: RingRepair moves it back); from U5 on it is the request's page,
+// holding its bytes. Invalidate unmaps (V7) BEFORE it claims the tail (V5):
+// stopped after V7 and before V8 the page is unmapped and not queued, which
+// the MN completes (odrp.h "Recovery": Enqueue, or Fill of the claimed
+// tail position); before V7 nothing changed.
+// Recovery with W lanes: several lanes can fault on one empty queue (each
+// after its U1 claimed a position), and in lap 0 a fault that flushes R's
+// RQ lets every lane run its next instance once (a claim each, refused at
+// CHK on tt_addr 0). The MN reads every lane's last instance (LastInstance:
+// L_w runs in order, so only that one can be partial; steps counts the
+// WQEs it started) after StopControl and WorkersSettled (every started step
+// completed), as OneSidedMW's Inspect (odrp.h "Recovery").
+// Faults: a refused request (CHK / V3: misaligned or outside the CN's
+// table; V4: an unmapped entry) or an empty queue (U7) moves L_w to ERR; R0
+// then faults on T's 0 (lap 0: the flush passes C_w's WAITs) or the gate
+// holds R (later laps: C_w waits for N forever). Requests flushed or held
+// behind it may have run on their own lanes: the CN asks the MN whether
+// their entry is mapped (EntryIsMapped) and retries those that did not run.
+// Cost (sim, `dmbench micro alloc --system odrp`): see odrp.h "Chains per
+// CN".
 //
 // ---- QPs per chain (all on the MN, in the MN's one PD) ----------------------
 //   R  CN-facing (connected to the CN's chain QP). RQ: one RECV per slot takes
 //      the CN's SEND and scatters its arguments into later WQEs. SQ (managed):
-//      the reply to the CN and the tail that re-arms C (Load: C_w). qp_access_flags = 0:
-//      the CN can only SEND to it (no READ/WRITE/atomic through R).
-//   L  worker, looped back to itself (managed SQ): READ/WRITE/FAA on MN
-//      memory. Unreachable from any CN.
-//   C  control, looped back (managed SQ): WAITs on completion counts and
-//      SEND_ENABLEs the next step of L or R, so every WQE a previous WR
-//      rewrote is fetched only after the rewrite landed ([ODRP] footnote 1:
-//      "we need an ENABLE WR before the modified WR"). The sim would also
-//      honour FENCE for that, a real RNIC prefetches WQEs.
-//   Load, Mapped Store: W pairs L_w, C_w instead of L, C (above), so 1 + 2W
-//   QPs.
+//      the reply to the CN and the tail (R1) that enables the lane's next C_w
+//      instance. qp_access_flags = 0: the CN can only SEND to it (no
+//      READ/WRITE/atomic through R).
+//   L_w worker of lane w, looped back to itself (managed SQ): READ/WRITE/FAA
+//      on MN memory. Unreachable from any CN.
+//   C_w control of lane w, looped back (managed SQ): WAITs on completion
+//      counts and SEND_ENABLEs the next stage of L_w or R, so every WQE a
+//      previous WR rewrote is fetched only after the rewrite landed ([ODRP]
+//      footnote 1: "we need an ENABLE WR before the modified WR"). The sim
+//      would also honour FENCE for that, a real RNIC prefetches WQEs.
+//   1 + 2W QPs per chain.
 // CQs (all count-only, ignore_overrun): rcq (R's RECVs), rscq (R's sends),
-// lcq (L; Load: lcq_w per lane), ccq (C: unsignaled, errors only; Load: gcq,
-// the gate, shared by every C_w).
+// lcq_w (L_w's signaled steps), gcq (every C_w's signaled ENABLE of R: the
+// gate, and C_w's errors).
 // All three SQs are managed: they run only up to the index the last
 // SEND_ENABLE set, which may lie beyond what the MN CPU posted; the RNIC then
 // re-reads the ring slot index % ring_size. That is how an executed instance
 // runs again (the WQEs are not erased, [ODRP] §4.4).
 //
 // ---- Instance geometry ------------------------------------------------------
-// Instance s (s = 0..slots-1) occupies WQEs [s*k, (s+1)*k) of each SQ (k = l_wrs,
-// r_wrs, c_wrs per kind, powers of two padded with NOPs so that slots*k is
-// the ring size exactly and request n always lands on instance n % slots).
-// Request n (n = 0, 1, ...) is served by instance n % slots; in absolute WQE
-// indices its WQEs are [n*k, (n+1)*k), which is what every WAIT count and
-// ENABLE index below is written in.
+// Request n (n = 0, 1, ...) is served by instance s = n % slots, on lane w =
+// n % W as the lane's instance j = n / W. R's instance occupies WQEs
+// [n*r_wrs, (n+1)*r_wrs) of R's SQ; L_w's and C_w's occupy [j*k, (j+1)*k) of
+// the lane's SQs (k = l_wrs, c_wrs per kind, powers of two padded with NOPs
+// so that slots/W * k is the lane ring's size exactly). Every WAIT count and
+// ENABLE index below is written in those absolute indices.
 //
 // ---- Load(tt_addr, dst, rkey, seq) -> page ([ODRP] §4.3 "Page load") ---------
 // Request n on lane w = n mod W, the lane's instance j = n / W (W = lanes).
@@ -166,71 +198,77 @@
 //   12 WQEs per request (the one-request layout had 10, with R's WAIT on
 //   the CN's ack).
 //
-// ---- UnmappedStore(tt_addr, page, seq) ([ODRP] §4.3 "Unmapped page store") ---
-//   RECV   (R)  args -> ta[s] (tt_addr, MN scratch), R0.imm (seq); re-arm
-//               values -> instance n-2; the 4 KB page -> staging[s]
+// ---- UnmappedStore(tt_addr, reply, rkey, page, seq) ([ODRP] §4.3 "Unmapped page store")
+// Request n on lane w = n mod W, the lane's instance j = n / W (see
+// "Pipelining Unmapped Store and Invalidate"). 11 signaled L steps.
+//   RECV   (R)  args -> ta[s] (tt_addr, MN scratch), R0.remote_addr+rkey
+//               (the CN's reply word), R0.imm (seq); re-arm values ->
+//               instance n-W-1; the 4 KB page -> staging[s]
 //   C0  WAIT rcq >= n+1
-//   C1  SEND_ENABLE L -> 16n+6
-//   L0  S  READ ta[s] -> snap[s] (unsignaled): the one read of the CN's
+//   C1  SEND_ENABLE L_w -> 16j+7             (T, S, U1, U2, U3, A1, A2)
+//   L0  T  READ 16 zero bytes -> R0.sge[0].addr and ta[] of the lane's
+//          previous instance (n-W), unsignaled: the ticket.
+//   L1  S  READ ta[s] -> snap[s] (unsignaled): the one read of the CN's
 //          tt_addr. A1 and A2 copy the snapshot, so the address checked is
 //          the address written even if a RECV rewrites ta[s] meanwhile (a
 //          CN that lowered C0 runs L before its request lands; two READs of
 //          ta[s] could straddle the RECV's scatter: chains_test
 //          TheCnsTtAddrIsReadOncePerInstance, and
 //          OdrpChainRace.ALateRequestNeverSplitsTheEntryCheckedFromTheEntryWritten)
-//   L1  U1 masked FAA head += 8 (boundary BoundaryMask) -> faa[s] (LE: the
+//   L2  U1 masked FAA head += 8 (boundary BoundaryMask) -> faa[s] (LE: the
 //          claimed element's address)
-//   L2  U2 EndianSwap: READ faa[s], 8 reversed 1-byte SGEs -> L6.remote_addr
+//   L3  U2 EndianSwap: READ faa[s], 8 reversed 1-byte SGEs -> L7.remote_addr
 //          (FENCE: after U1's result and S landed; it reads data, not a WQE)
-//   L3  U3 EndianSwap: READ faa[s] the same way -> L9.remote_addr (after U1:
+//   L4  U3 EndianSwap: READ faa[s] the same way -> L11.remote_addr (after U1:
 //          it follows the fenced U2). ODRP's Figure 6 has one EndianSwap
 //          here; we need two because U4 (read the element) and U6 (zero it)
 //          both take the element's address and a READ scatters each source
-//          byte to one place only. U3 issues right behind U2 (one PU slot),
-//          not as a dependent step.
-//   L4  A1 READ snap[s] -> L7.remote_addr    (tt_addr for CHK; after S: it
+//          byte to one place only.
+//   L5  A1 READ snap[s] -> L8.remote_addr    (tt_addr for CHK; after S: it
 //          follows the fenced U2)
-//   L5  A2 READ snap[s] -> L8.remote_addr    (tt_addr for U5)
-//   C2  WAIT lcq >= 10n+4                    (U1, U2, U3, A1 landed)
-//   C3  SEND_ENABLE L -> 16n+8
-//   L6  U4 READ the element (the free page's address, BE) -> L10.sge[0].addr
+//   L6  A2 READ snap[s] -> L10.remote_addr   (tt_addr for U5)
+//   C2  WAIT lcq_w >= 11j+4                  (U1, U2, U3, A1 landed)
+//   C3  SEND_ENABLE L_w -> 16j+9             (U4, CHK)
+//   L7  U4 READ the element (the free page's address, BE) -> L9.sge[0].addr
 //          (FENCE: after U2 landed in its remote address, and U3)
-//   L7  CHK FETCH_ADD 0 on the TT entry (rkey tt[c]) -> chk[s] (FENCE: after
+//   L8  CHK FETCH_ADD 0 on the TT entry (rkey tt[c]) -> chk[s] (FENCE: after
 //          U4 landed; A1 landed before C3). Refuses a misaligned tt_addr
-//          (REM_INV_REQ) or one outside the CN's table (REM_ACCESS_ERR): L
-//          goes to ERR and U5..U7 never run. Without it U5's 8-byte WRITE at
-//          tt_base + 8k + 1 stored the page address shifted right by 8 bits
-//          in entry k, which can name another CN's page (chains_test
-//          AMisalignedUnmappedStoreCannotForgeAnEntryToAnotherCnsPage).
-//   C4  WAIT lcq >= 10n+7                    (A2, U4, CHK landed)
-//   C5  SEND_ENABLE L -> 16(n+1)
-//   L8  U5 WRITE L10.sge[0].addr (8 B, read out of L's own WQE) -> the TT
-//          entry (rkey tt[c]): map the page (FENCE: after CHK passed and U4
-//          landed in the field it sends)
-//   L9  U6 WRITE 8 zero bytes -> the element (empty-queue detection)
-//   L10 U7 READ staging[s] (4 KB) into the page (lkey pool): store. A
-//          null page address (empty queue) fails the local check: L goes to
-//          ERR and everything after it, L11 included, is flushed.
-//   L11 SEND_ENABLE R -> 4(n+1) (FENCE: after U4..U7 completed)
-//   L12..L15 NOP (padding)
-//   R0  WRITE_WITH_IMM of 0 bytes, imm = seq: the notification
-//   R1  WAIT rscq >= n+1
-//   R2  SEND_ENABLE C -> 8(n+2)
-//   R3  NOP
-//   C6, C7 NOP (padding)
-//   A refused request (CHK) or an empty queue (U7) faults L after U1 claimed
-//   a position and U4 read its element (both fenced before the fault), so
-//   the MN's repair (odrp.h "Empty queue") reads this request's claim
-//   (ClaimedPosition, DequeuedElement). After a CHK refusal the element is
-//   still in its slot (U6 never ran) and RingRepair moves it back.
+//          (REM_INV_REQ) or one outside the CN's table (REM_ACCESS_ERR):
+//          L_w goes to ERR and U7.. never run. Without it U5's 8-byte WRITE
+//          at tt_base + 8k + 1 stored the page address shifted right by 8
+//          bits in entry k, which can name another CN's page (chains_test
+//          AMisalignedUnmappedStoreCannotForgeAnEntryToAnotherCnsPage,
+//          AMisalignedUnmappedStoreAmongStoresInFlightCannotForgeAnEntry).
+//   C4  WAIT lcq_w >= 11j+7                  (A2, U4, CHK landed)
+//   C5  SEND_ENABLE L_w -> 16(j+1)           (U7, U5, U6, N, NOPs)
+//   L9  U7 READ staging[s] (4 KB) into the page (lkey pool): the store,
+//          BEFORE the page is mapped (FENCE: after CHK passed and U4 landed
+//          in this local address). A null page address (empty queue) fails
+//          the local check: L_w goes to ERR, nothing is mapped.
+//   L10 U5 WRITE L9.sge[0].addr (8 B, read out of L_w's own WQE) -> the TT
+//          entry (rkey tt[c]): map the page (after U7's FENCE)
+//   L11 U6 WRITE 8 zero bytes -> the element (empty-queue detection)
+//   L12 N  READ the chain's notify word -> R0.sge[0].addr (FENCE: after U7
+//          completed; U5 and U6 execute on the in-order loopback responder
+//          before N's READ is served)
+//   L13..L15 NOP
+//   C6  WAIT lcq_w >= 11(j+1)                (N landed in R0)
+//   C7  WAIT gcq >= n                        (instances < n enabled their R0)
+//   C8  SEND_ENABLE R -> 2(n+1), signaled into gcq
+//   C9..C15 NOP
+//   R0  WRITE_WITH_IMM 8 B from N's source (zeros) to the CN's reply word,
+//       imm = seq: the notification (T's 0: faults)
+//   R1  SEND_ENABLE C_w -> 16(j+2)           (the lane's next instance)
+//   A refused request (CHK) or an empty queue (U7) faults L_w after U1
+//   claimed a position and U4 read its element (both fenced before the
+//   fault), so the MN's repair (odrp.h "Recovery") reads that lane's last
+//   instance (LastInstance, ClaimedPosition, DequeuedElement): the element
+//   is still in its slot (U6 never ran) and RingRepair moves it back.
 //   The page lands with a loopback READ (staging -> page) rather than a
-//   WRITE so that the FENCE on L11 orders the notification after it; U5 and
-//   U6 are WRITEs that FENCE does not cover; the loopback responder executes
-//   in order, and U7's READ response follows them.
-//   Cost of the check (sim, 1 thread, `dmbench micro alloc`): 12.2 -> 13.5
-//   us per allocation (0.7 us of it CHK's FENCE, the rest A1, A2 and the
-//   NOPs of the 16-WQE instance); the snapshot S: 13.49 -> 13.74 us (24
-//   threads: 142.1 -> 146.1 us).
+//   WRITE so that a FENCE (N's) can order on its completion.
+//   Cost of the check (sim, 1 thread, one-request chain, `dmbench micro
+//   alloc`): 12.2 -> 13.5 us per allocation (0.7 us of it CHK's FENCE);
+//   the snapshot S: 13.49 -> 13.74 us.
 //
 // ---- MappedStore(tt_addr, reply, rkey, page, seq) ([ODRP] §4.3 "Mapped page store")
 // Request n on lane w = n mod W, the lane's instance j = n / W (W = lanes;
@@ -295,63 +333,69 @@
 //   us; issue 14 prices the gated step); 24 threads 198 -> 22.2 us (with
 //   mapped_store_lanes = 1: 253 us, one at a time).
 //
-// ---- Invalidate(tt_addr, seq) ([ODRP] §4.3 "Page invalidation", §4.5.2) -------
-//   RECV   (R)  args -> ta[s] (tt_addr, MN scratch), R0.imm (seq); re-arm
-//               values -> instance n-2
+// ---- Invalidate(tt_addr, reply, rkey, seq) ([ODRP] §4.3 "Page invalidation", §4.5.2)
+// Request n on lane w, the lane's instance j (as Unmapped Store). 9
+// signaled L steps.
+//   RECV   (R)  args -> ta[s] (tt_addr, MN scratch), R0.remote_addr+rkey
+//               (the CN's reply word), R0.imm (seq); re-arm values ->
+//               instance n-W-1
 //   C0  WAIT rcq >= n+1
-//   C1  SEND_ENABLE L -> 16n+3
-//   L0  S  READ ta[s] -> snap[s] (unsignaled): the one read of the CN's
-//          tt_addr (as in Unmapped Store: a late RECV cannot make V3 check
-//          one entry and V7 unmap another, leaving a freed page mapped)
-//   L1  V1 READ snap[s] -> L3.remote_addr    (tt_addr for the TT READ;
+//   C1  SEND_ENABLE L_w -> 16j+4             (T, S, V1, V2)
+//   L0  T  as Unmapped Store's (R0 source and ta[] of the previous instance)
+//   L1  S  READ ta[s] -> snap[s] (unsignaled): the one read of the CN's
+//          tt_addr (a late RECV cannot make V3 check one entry and V7 unmap
+//          another, leaving a freed page mapped)
+//   L2  V1 READ snap[s] -> L4.remote_addr    (tt_addr for the TT READ;
 //          FENCE: after S landed)
-//   L2  V2 READ snap[s] -> L7.remote_addr    (tt_addr for the unmap)
+//   L3  V2 READ snap[s] -> L6.remote_addr    (tt_addr for the unmap)
 //          The CN sends tt_addr ONCE and the chain copies it, so the entry
-//          checked and freed is the entry unmapped (two copies from the CN
-//          could differ: a freed page still mapped would leak to another CN).
-//   C2  WAIT lcq >= 9n+2                     (V1, V2 landed)
-//   C3  SEND_ENABLE L -> 16n+4
-//   L3  V3 FETCH_ADD 0 on the TT entry (rkey tt[c]) -> L4.remote_addr (the
+//          checked and freed is the entry unmapped.
+//   C2  WAIT lcq_w >= 9j+2                   (V1, V2 landed)
+//   C3  SEND_ENABLE L_w -> 16j+5             (V3)
+//   L4  V3 FETCH_ADD 0 on the TT entry (rkey tt[c]) -> L5.remote_addr (the
 //          page address, BE); a misaligned tt_addr fails here, as in M1
 //          (FENCE: after V1 landed in its remote address)
-//   C4  WAIT lcq >= 9n+3                     (V3 landed in L4)
-//   C5  SEND_ENABLE L -> 16n+7
-//   L4  V4 the check ([ODRP] §4.5.2): READ 8 B AT the page (rkey pool) ->
+//   C4  WAIT lcq_w >= 9j+3                   (V3 landed in L5)
+//   C5  SEND_ENABLE L_w -> 16j+9             (V4, V7, V5, V6)
+//   L5  V4 the check ([ODRP] §4.5.2): READ 8 B AT the page (rkey pool) ->
 //          chk[s]. An unmapped entry (0), or anything that is not a pool
-//          address, fails the responder's bounds check (REM_ACCESS_ERR): L
+//          address, fails the responder's bounds check (REM_ACCESS_ERR): L_w
 //          goes to ERR before anything was changed (FENCE: after V3 landed
-//          in its remote address). (Figure 2's CAS-on-opcode
-//          needs remote atomic access to a WQ; the pool MR's bounds check is
-//          the same null-address fault Load and the stores rely on.)
-//   L5  V5 masked FAA tail += 8 (BoundaryMask) -> faa[s] (LE: the old tail)
-//          (FENCE: only after V4 completed, i.e. the check passed)
-//   L6  V6 EndianSwap: READ faa[s] -> L8.remote_addr (FENCE: after V5)
-//   C6  WAIT lcq >= 9n+6                     (V6 landed in L8)
-//   C7  SEND_ENABLE L -> 16(n+1)
-//   L7  V7 WRITE 8 zero bytes (meta zero word) -> the TT entry: unmap. Before
+//          in its remote address).
+//   L6  V7 WRITE 8 zero bytes (meta zero word) -> the TT entry: unmap, before
 //          the page re-enters the queue, so no other CN can be handed a page
-//          this CN still has mapped (FENCE: after V6 landed in V8's remote
-//          address; V2 landed before V3).
-//   L8  V8 WRITE L4.remote_addr (8 B, read out of L's own WQE: the page
-//          address, BE) -> the old tail element (rkey meta): enqueue
-//   L9  V9 READ the meta zero word -> chk[s]: orders L10 after V7 and V8 (the
-//          loopback responder executes in order; a READ response follows the
-//          WRITEs before it)
-//   L10 SEND_ENABLE R -> 4(n+1) (FENCE: after V9 completed)
-//   L11..L15 NOP (padding)
-//   R0..R3 as Unmapped Store (notification; WAIT rscq; ENABLE C -> 8(n+2)).
-//   A refused invalidation is a chain fault like an unmapped Load: no reply,
-//   the CN times out; ring, tail and TT are untouched.
+//          this CN still has mapped (FENCE: after V4 completed, i.e. the
+//          check passed; V2 landed before C3)
+//   L7  V5 masked FAA tail += 8 (BoundaryMask) -> faa[s] (LE: the old tail;
+//          after the unmap: it follows the fenced V7)
+//   L8  V6 EndianSwap: READ faa[s] -> L9.remote_addr (FENCE: after V5)
+//   C6  WAIT lcq_w >= 9j+7                   (V6 landed in L9)
+//   C7  SEND_ENABLE L_w -> 16(j+1)           (V8, N, NOPs)
+//   L9  V8 WRITE L5.remote_addr (8 B, read out of L_w's own WQE: the page
+//          address, BE) -> the old tail element (rkey meta): enqueue (FENCE:
+//          after V6 landed in its remote address)
+//   L10 N  READ the notify word -> R0.sge[0].addr (FENCE; the loopback
+//          responder serves it after V7 and V8: the one-request chain's V9,
+//          a READ only there to order the notification, is N now)
+//   L11..L15 NOP
+//   C8  WAIT lcq_w >= 9(j+1)                 (N landed in R0)
+//   C9  WAIT gcq >= n
+//   C10 SEND_ENABLE R -> 2(n+1), signaled into gcq
+//   C11..C15 NOP
+//   R0, R1 as Unmapped Store's.
+//   A refused invalidation (V3, V4) faults L_w before V7: ring, tail and
+//   TT are untouched, the CN gets no reply.
 //
 // ---- Ordering of results (issue 13 audit) ----------------------------------------
 // Every L step that consumes an earlier L step's result (a scratch word an
 // FAA/READ wrote, or a WQE field a READ rewrote) is ordered by the RNIC: a
-// FENCE on it, or on an earlier step of the same SQ (U3, CHK's A1, U6, U7,
-// V7's V2, V8), never only by C's WAIT/ENABLE values, which come from the CN
+// FENCE on it, or on an earlier step of the same SQ (U3, CHK's A1, U5 and
+// U6 behind U7, V7's V2, V5 behind V7), never only by C's WAIT/ENABLE
+// values, which come from the CN
 // (RearmValues): a CN that raises an ENABLE index or lowers a WAIT count
 // makes C release the step early, and the FENCE still holds it. In the
 // honest run C's WAIT already waited for those completions, so these FENCEs
-// cost nothing (M2, U4, U5, V3, V4, V7; chains_test
+// cost nothing (M2, U4, U7, V3, V4, V7, V8; chains_test
 // OpenGatesNeverMakeAStepConsumeAStaleResult fails without them). The sim
 // fetches a WQE when it executes it, after its FENCE; a real RNIC that
 // prefetches WQEs relies on the ENABLE as well ([ODRP] footnote 1).
@@ -364,14 +408,15 @@
 //   Mapped Store R0 <- M3 (its source) <- M2 (FENCE): released by C_w's
 //     ENABLE after WAITs, all re-arm values; closed by T as Load's
 //     (AnEarlyNotificationOfAPipelinedMappedStoreNeverReportsAStoreThatNeverRan).
-//   Unmapped Store's and Invalidate's R0 <- L: a 0-byte notification that consumes
-//     no L result; released early it only tells the CN its own request is
-//     done before it is.
+//   Unmapped Store's and Invalidate's R0 <- N (its source) <- U7 / V8: as
+//     Mapped Store's, closed by T
+//     (AnEarlyNotificationOfAPipelinedUnmappedStoreNeverReportsAStoreThatNeverRan).
 //   L's first steps <- the RECV (C0's WAIT on rcq, a re-arm value): L run
 //     early takes the arguments of this instance's previous request, which
 //     the same CN sent and every chain re-checks (the atomic entry reads,
-//     V4): the CN replays its own earlier request (Mapped Store: not even
-//     that, T zeroed the tt_addr, M1 is refused).
+//     V4): not even that, T zeroed the previous instance's tt_addr (M1's
+//     field, ta[]), so M1 / CHK / V3 refuse it (Unmapped Store: after U1
+//     claimed a position, which the MN's repair moves back).
 //   Unmapped Store's and Invalidate's tt_addr <- the RECV (ta[s]): a CN that
 //     lowered C0's count could get its RECV to land while L copies ta[s].
 //     Closed by S: ta[s] is read once per instance, into snap[s], which A1
@@ -382,39 +427,38 @@
 //     two DMA reads can straddle the scatter; chains_test checks the
 //     invariant (TheCnsTtAddrIsReadOncePerInstance, 2 reads before) and
 //     sweeps the landing time (OdrpChainRace).
-//   R2's ENABLE of C: C's next instance gates only on counts; a raised
-//     index runs C ahead, which is the "L run early" case above.
+//   R1's ENABLE of C_w: C_w's next instance gates only on counts; a raised
+//     index runs C_w ahead, which is the "L run early" case above.
 //
 // ---- Notification ------------------------------------------------------------
 // WRITE_WITH_IMM (not the paper's flag WRITE): the CN awaits a CQE instead of
 // polling a flag in a loop that would have to sleep in virtual time; the imm
 // carries the request's sequence number (checked by the CN), and for Load the
-// data and the notification are one WR. The CN pre-posts one RECV (no SGEs)
-// per request.
+// data and the notification are one WR; the other kinds send 8 bytes (zeros)
+// from the source only their last L step sets (T zeroes it: "Pipelining
+// Mapped Store") to the CN's reply word, the last 8 bytes of the request's
+// header slot (kHeaderStride). The CN pre-posts one RECV (no SGEs) per
+// request.
 //
 // ---- Recycling without the MN CPU ([ODRP] §4.4) --------------------------------
 // Every value in an instance that depends on the request number is a WAIT
 // count or an ENABLE index (absolute), plus the RQ doorbell record. The CN
-// computes them (RearmValues) for request m = n - 2 + slots and sends them in
-// request n; R's RECV scatters them into instance (n-2) % slots, which by
-// then has fully started (the CN sends request n only after request n-1's
-// notification, which needs C's instance n-1, which R2 of instance n-2
-// enabled; so the re-arm lag is 2, and slots >= 4, a power of two). The same
-// RECV writes the doorbell record = max(n + slots - 1, slots): the RNIC reads
-// the doorbell when a SEND arrives, so the consumed RECVs count as posted
-// again (the RECV WQEs themselves never change). Load and Mapped Store: lag
-// W + 1, doorbell max(n + slots - W, slots) (see "Pipelining").
-// One-request kinds: C's next instance is enabled by R's tail (R2), after R0
-// was acknowledged, so
-// a chain stops cleanly when it faults: an L fault flushes L's ENABLE of R
-// (R0 never runs), an R fault (bad entry, CN gone) flushes R1/R2 (C never
-// runs again), and no instance runs on stale arguments. (WAITs count flush completions too, so
-// gating C's next instance on counts alone would not stop it.)
+// computes them (RearmValues) for request m = n - lag + slots (lag = W + 1)
+// and sends them in request n; R's RECV scatters them into instance
+// (n - lag) % slots, which by then has fully started (the CN sends request
+// n only after reply n - W arrived; R's tail of n - W - 1 has run then, and
+// with it every WQE of that instance: "Pipelining"), slots / W >= 4, a
+// power of two. The same RECV writes the doorbell record =
+// max(n + slots - W, slots): the RNIC reads the doorbell when a SEND
+// arrives, so the consumed RECVs count as posted again (the RECV WQEs
+// themselves never change). WAITs count flush completions too, so after a
+// fault a lane may run one more instance on counts alone: T makes it
+// harmless (its R0 source and tt_addr are 0).
 //
 // ---- Faults ----------------------------------------------------------------------
 // A faulted chain (a QP in ERR) serves nothing until the MN CPU rebuilds it
 // (a new Chain; odrp.h OdrpMnSide::RebuildChain, with Stop, Idle and the
-// Unmapped Store accessors below). Empty queue: the failed dequeue has
+// recovery accessors below). Empty queue: the failed dequeue has
 // advanced the head past the (zero) element; [ODRP] §4.3 also leaves that to
 // the MN CPU (RingRepair, odrp.h "Empty queue").
 //
@@ -505,31 +549,34 @@ const char* ChainKindName(ChainKind k);
 struct ChainGeometry {
   ChainKind kind = ChainKind::kLoad;
   uint32_t slots = 4;  // pre-posted instances (all lanes): a power of two, >= 4 x lanes
-  // Pipelined kinds (Load, Mapped Store): W lanes (L_w, C_w) behind one R;
-  // request n runs on lane n mod W, and the CN keeps up to W requests in
-  // flight. Other kinds: 1.
+  // W lanes (L_w, C_w) behind one R: request n runs on lane n mod W, and
+  // the CN keeps up to W requests in flight ("Pipelining").
   uint32_t lanes = 1;
   uint32_t l_wrs = 0;  // WQEs per instance on L (L_w), R, C (C_w)
   uint32_t r_wrs = 0;
   uint32_t c_wrs = 0;
   static ChainGeometry For(ChainKind kind, uint32_t slots, uint32_t lanes = 1);
-  // Request n re-arms instance n - lag: 2 for the one-request kinds, W + 1
-  // for the pipelined ones (request n is sent once reply n - W arrived, and
-  // R's tail of n - W may not have run by then; that of n - W - 1 has).
-  uint64_t rearm_lag() const { return Pipelined(kind) ? uint64_t{lanes} + 1 : 2; }
-  // Load and Mapped Store: lanes behind one R ("Pipelining").
-  static bool Pipelined(ChainKind k) {
-    return k == ChainKind::kLoad || k == ChainKind::kMappedStore;
-  }
+  // Request n re-arms instance n - lag, lag = W + 1 (request n is sent once
+  // reply n - W arrived, and R's tail of n - W may not have run by then;
+  // that of n - W - 1 has).
+  uint64_t rearm_lag() const { return uint64_t{lanes} + 1; }
+  // Signaled L WQEs per instance (what C_w's last WAIT on lcq_w counts).
+  uint32_t l_signaled() const;
 };
 
-inline constexpr uint64_t kRearmLag = 2;  // the one-request kinds: request n re-arms n - 2
+// Unmapped Store's and Invalidate's L steps, by index in the instance (what
+// the MN's repair reads: odrp.h "Empty queue", "Recovery").
+inline constexpr uint32_t kStoreU1 = 2, kStoreU6 = 11, kStoreU4 = 7, kStoreChk = 8, kStoreU7 = 9,
+                          kStoreU5 = 10;
+inline constexpr uint32_t kInvV3 = 4, kInvV4 = 5, kInvV7 = 6, kInvV5 = 7, kInvV8 = 9;
+
 // A CN's request headers: one per request in flight, this far apart.
-inline constexpr uint64_t kHeaderStride = 128;
+// (Invalidate's header is 124 B; the reply word is the stride's last 8.)
+inline constexpr uint64_t kHeaderStride = 256;
 
 // The WAIT counts / ENABLE indices of the instance serving request m, in the
 // order the request carries them (see RearmTargets in chains.cc). `lanes`:
-// Load's W.
+// the chain's W.
 std::vector<uint64_t> RearmValues(ChainKind kind, uint64_t m, uint32_t lanes = 1);
 // The RQ doorbell record value request n writes.
 uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n);
@@ -537,13 +584,12 @@ uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n);
 // Request header (the SEND payload before the page, all BIG-ENDIAN):
 //   Load:          tt_addr u64 | dst_addr u64 | dst_rkey u32 | seq u32 |
 //                  re-arm u64 x 5 | doorbell u32                       (68 B)
-//   UnmappedStore: tt_addr u64 | seq u32 | re-arm u64 x 9 | doorbell u32
-//                  then the 4 KB page                                   (88 B)
-//   MappedStore:   tt_addr u64 | reply_addr u64 | reply_rkey u32 | seq u32 |
-//                  re-arm u64 x 8 | doorbell u32, then the 4 KB page    (92 B);
-//                  the reply word is the header slot's last 8 bytes
-//                  (kHeaderStride - 8)
-//   Invalidate:    tt_addr u64 | seq u32 | re-arm u64 x 11 | doorbell u32 (104 B)
+//   UnmappedStore: tt_addr u64 | reply_addr u64 | reply_rkey u32 | seq u32 |
+//                  re-arm u64 x 10 | doorbell u32, then the 4 KB page  (108 B)
+//   MappedStore:   the same with re-arm u64 x 8, then the 4 KB page     (92 B)
+//   Invalidate:    the same with re-arm u64 x 12, no page              (124 B)
+//   (all but Load: the reply word is the header slot's last 8 bytes,
+//   kHeaderStride - 8)
 // seq = low 32 bits of n (the reply's imm).
 uint32_t HeaderBytes(ChainKind kind);
 // `rearm`: the re-arm values to send (default: RearmValues for request
@@ -558,7 +604,7 @@ class Chain {
   // Creates R, L, C (L and C connected to themselves) and (registered here)
   // the scratch words (all but Load) and staging pages (stores). Connect
   // cn_qp() to the CN's ChainClient::qp(), then Arm.
-  // `lanes` (Load, Mapped Store): W worker/control lanes behind the one R.
+  // `lanes`: W worker/control lanes behind the one R.
   static Task<std::unique_ptr<Chain>> Create(OdrpMetadata* mn, const CnTable* cn, ChainKind kind,
                                              uint32_t slots, uint32_t lanes = 1);
   // Pre-posts every instance and every RECV, and starts C's first instance
@@ -567,8 +613,8 @@ class Chain {
 
   const ChainGeometry& geometry() const { return geo_; }
   fabric::Qp* cn_qp() const { return r_; }
-  fabric::Qp* worker_qp() const { return l_; }  // Load: lane 0's
-  fabric::Qp* control_qp() const { return c_; }
+  fabric::Qp* worker_qp() const { return l_; }   // lane 0's L_w
+  fabric::Qp* control_qp() const { return c_; }  // lane 0's C_w
   fabric::Qp* lane_worker_qp(uint32_t w) const { return lane_l_.at(w); }
   fabric::Qp* lane_control_qp(uint32_t w) const { return lane_c_.at(w); }
   // Every MN QP of the chain (R, then L and C or every L_w and C_w).
@@ -585,24 +631,43 @@ class Chain {
   uint64_t request_tt_addr(uint32_t slot) const { return ta_addr(slot); }
 
   // ---- Recovery (MN CPU, control path only) ----
-  // Moves R, L and C to ERR (those not there yet): the chain runs nothing more.
+  // Moves R and every L_w and C_w to ERR (those not there yet): the chain
+  // runs nothing more.
   void Stop();
-  // Unmapped Store instance `slot` after its request faulted at CHK or U7
-  // (both run only after U4 landed: CHK's FENCE, U5's FENCE): the
-  // ring position its dequeue claimed (faa[slot], host LE) and the element
-  // the dequeue read there (U4's landing in U7's local address field, BE,
-  // returned as a value; 0: the free page queue was empty).
+  // Unmapped Store, Invalidate: moves every C_w to ERR first, so that no
+  // L_w step is enabled any more; the MN then waits for WorkersSettled
+  // (every step an L_w started has completed) before Stop, so that the
+  // steps LastInstance reports ran in full (odrp.h "Recovery").
+  void StopControl();
+  bool WorkersSettled() const;
+  // The instance lane w's L_w started last: its slot and how many of its L
+  // WQEs started (steps, 0: the lane never ran). L_w runs in order, so only
+  // this instance of the lane can be partial; steps > kStoreU1 (say) means
+  // U1 ran.
+  struct LaneProgress {
+    uint32_t slot = 0;
+    uint32_t steps = 0;
+  };
+  LaneProgress LastInstance(uint32_t w) const;
+  // Unmapped Store, Invalidate instance `slot`: the ring position its U1
+  // (head) or V5 (tail) FAA claimed (faa[slot], host LE).
   uint64_t ClaimedPosition(uint32_t slot) const;
-  // Load, after a fault (MN CPU, control path): the first request the chain
-  // refused (its L1 faulted on the tt_addr, or the entry it read is 0), or
-  // kNoRequest. The requests between the last acknowledged reply and it may
-  // have lost their replies only because R went to ERR with their R0s in
-  // flight (a QP's error flushes its unacknowledged WRs): innocent.
-  // Mapped Store alike (its M1 faulted on the tt_addr, or M2 on an unmapped
-  // entry).
+  // Unmapped Store: the element U4 read at that position (its landing in
+  // U7's local address field, BE, returned as a value; 0: the free page
+  // queue was empty).
+  uint64_t DequeuedElement(uint32_t slot) const;
+  // Invalidate: the page V3 read from the TT entry (its landing in V4's
+  // remote address, BE, as a value).
+  uint64_t InvalidatedPage(uint32_t slot) const;
+  // Load, Mapped Store, after a fault (MN CPU, control path): the request
+  // the chain refused (Load: its L1 faulted on the tt_addr, or the entry it
+  // read is 0; Mapped Store: its M1 faulted on the tt_addr, or M2 on an
+  // unmapped entry), or kNoRequest. The requests between the last
+  // acknowledged reply and it may have lost their replies only because R
+  // went to ERR with their R0s in flight (a QP's error flushes its
+  // unacknowledged WRs): innocent.
   static constexpr uint64_t kNoRequest = ~uint64_t{0};
   uint64_t RefusedRequest() const;
-  uint64_t DequeuedElement(uint32_t slot) const;
 
  private:
   Chain() = default;
@@ -631,15 +696,23 @@ class Chain {
   // Instance s of this chain's kind, its lap-0 WAIT counts and ENABLE
   // indices set (the values a CN sends for later laps), by role.
   void BuildInstance(uint32_t s, std::vector<fabric::SendWr> (&wr)[3], fabric::RecvWr* rr) const;
-  // Mapped Store's C_w instance (lane w, instance s).
-  void BuildGate(uint32_t w, uint32_t s, std::vector<fabric::SendWr>* c) const;
-  // The R half the one-request kinds share (R0 notification, R1, R2, R3).
-  void BuildNotify(uint32_t s, std::vector<fabric::SendWr>* r) const;
+  // Shared by the kinds ("Pipelining"): the lane's previous instance, its
+  // ticket T, the notification source N, R0 + R1, the RECV's arguments,
+  // C_w's gate, one plain L step.
+  uint32_t PrevSlot(uint32_t s) const;
+  fabric::SendWr TicketWr(uint32_t s, const fabric::Sge* second) const;
+  fabric::SendWr NotifySourceWr(uint32_t s) const;
+  void BuildReply(uint32_t s, std::vector<fabric::SendWr>* r) const;
+  void SetArgs(uint32_t s, fabric::Sge tt, fabric::RecvWr* rr) const;
+  void BuildGate(uint32_t s, std::vector<fabric::SendWr>* c) const;
+  fabric::SendWr Step(uint32_t s, uint32_t id, fabric::Opcode op, uint64_t remote, uint32_t rkey,
+                      fabric::Sge sge, uint8_t flags) const;
+  uint64_t LoadWqeField(uint32_t slot, uint32_t step, uint64_t off) const;
   uint64_t faa_addr(uint32_t s) const { return scratch_ + 8ull * s; }
   uint64_t ta_addr(uint32_t s) const { return scratch_ + 8ull * (geo_.slots + s); }
   uint64_t chk_addr(uint32_t s) const { return scratch_ + 8ull * (2 * geo_.slots + s); }
   uint64_t snap_addr(uint32_t s) const { return scratch_ + 8ull * (3 * geo_.slots + s); }
-  // Mapped Store: 16 zero bytes (T's source) and the BE word holding their
+  // All but Load: 16 zero bytes (T's source) and the BE word holding their
   // address (M3's source: what R0 sends from).
   uint64_t zeros_addr() const { return scratch_ + 32ull * geo_.slots; }
   uint64_t notify_src_addr() const { return zeros_addr() + 16; }
@@ -650,25 +723,25 @@ class Chain {
   fabric::Cq* rcq_ = nullptr;
   fabric::Cq* rscq_ = nullptr;
   fabric::Cq* lcq_ = nullptr;
-  fabric::Cq* ccq_ = nullptr;
   fabric::Qp* r_ = nullptr;
   fabric::Qp* l_ = nullptr;
   fabric::Qp* c_ = nullptr;
-  std::vector<fabric::Qp*> lane_l_;  // L_w (one-request kinds: {l_})
-  std::vector<fabric::Qp*> lane_c_;  // C_w (one-request kinds: {c_})
+  std::vector<fabric::Qp*> lane_l_;  // L_w
+  std::vector<fabric::Qp*> lane_c_;  // C_w
   std::vector<fabric::Cq*> lane_lcq_;
-  fabric::Cq* gcq_ = nullptr;  // Load: C_w's signaled ENABLEs of R (the gate)
-  uint64_t scratch_ = 0;       // non-Load: faa[s], ta[s], chk[s] (8 B each per slot)
+  fabric::Cq* gcq_ = nullptr;  // C_w's signaled ENABLEs of R (the gate)
+  uint64_t scratch_ = 0;       // non-Load: faa[], ta[], chk[], snap[], zeros, notify word
   uint64_t staging_ = 0;       // stores: staging[s] at staging_ + 4096 s
   fabric::Mr* scratch_mr_ = nullptr;
   fabric::Mr* staging_mr_ = nullptr;
+  std::vector<uint32_t> l_signaled_before_;  // signaled L WQEs before index k of an instance
   bool armed_ = false;
 };
 
-// The CN end of one chain. Up to geometry().lanes requests in flight (one for
-// Unmapped Store and Invalidate; the re-arm lag relies on it: request n is sent only
-// after reply n - lanes arrived); requests are numbered 0, 1, ... by the
-// client, and replies come back in that order.
+// The CN end of one chain. Up to geometry().lanes requests in flight (the
+// re-arm lag relies on it: request n is sent only after reply n - lanes
+// arrived); requests are numbered 0, 1, ... by the client, and replies come
+// back in that order.
 class ChainClient {
  public:
   // `hdr_mr` covers [hdr_addr, + (lanes - 1) x kHeaderStride + HeaderBytes)
@@ -698,7 +771,7 @@ class ChainClient {
   using LivenessCheck = std::function<Task<bool>()>;
   void SetLivenessCheck(LivenessCheck check) { alive_ = std::move(check); }
   // Attack tests: a malicious CN's edit of the re-arm values request `n`
-  // carries (those of the instance serving request n - 2 + slots, in
+  // carries (those of the instance serving request n - lag + slots, in
   // RearmValues order).
   using Tamper = std::function<void(uint64_t n, std::vector<uint64_t>* values)>;
   void set_tamper(Tamper t) { tamper_ = std::move(t); }
@@ -718,14 +791,13 @@ class ChainClient {
   Task<Status> Invalidate(uint64_t tt_addr, Ps timeout);
 
  private:
-  Status BusyStatus() const;
   // Moves `qp` to ERR once `timeout` passed without a reply, unless `alive`
   // says the chain still runs. Holds no pointer to the client (which a
   // rebuild may destroy while an answered request's deadline still sleeps).
   static Task<void> Deadline(fabric::Runtime* rt, fabric::Qp* qp,
                              std::shared_ptr<chain::ReplyDeadline> d, Ps timeout,
                              LivenessCheck alive);
-  // Waits for a free place in the window (Load, Mapped Store), writes request next_'s
+  // Waits for a free place in the window (W in flight), writes request next_'s
   // header into its buffer, posts the RECV for the reply and the SEND,
   // awaits the reply.
   Task<Status> Invoke(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst_rkey,

@@ -110,7 +110,7 @@ Task<std::unique_ptr<Chain>> OdrpMnSide::NewChain(const CnState& cs, ChainKind k
                                                   fabric::Qp* cn_qp, uint32_t lanes) {
   co_await node_->cpu().Work(cost_qp_modify_, 3 * (1 + 2 * lanes));
   std::unique_ptr<Chain> c =
-      co_await Chain::Create(odrp_.get(), cs.table, kind, ChainSlots(kind, lanes), lanes);
+      co_await Chain::Create(odrp_.get(), cs.table, kind, ChainSlots(lanes), lanes);
   deployment_.cluster->Connect(cn_qp, c->cn_qp());
   co_await c->Arm();
   co_return c;
@@ -118,7 +118,7 @@ Task<std::unique_ptr<Chain>> OdrpMnSide::NewChain(const CnState& cs, ChainKind k
 
 Task<Chain*> OdrpMnSide::OpenChain(uint32_t cn_index, ChainKind kind, fabric::Qp* cn_qp,
                                    uint32_t lanes) {
-  if (lanes == 0 || lanes > kMaxLoadLanes || (!ChainGeometry::Pipelined(kind) && lanes != 1)) {
+  if (lanes == 0 || lanes > kMaxLoadLanes) {
     throw std::invalid_argument("odrp: a " + std::string(ChainKindName(kind)) + " chain with " +
                                 std::to_string(lanes) + " lanes");
   }
@@ -148,11 +148,9 @@ Task<ChainReport> OdrpMnSide::RebuildChain(uint32_t cn_index, Chain* old, fabric
   while (!old->Faulted() && !old->Idle()) co_await node_->cpu().Work(cost_bookkeeping_);
   ChainReport rep;
   const ChainKind kind = old->geometry().kind;
-  const bool l_faulted = old->worker_qp()->QueryState() == QpState::kErr;
   rep.faulted = old->Faulted();
-  old->Stop();
-  if (kind == ChainKind::kUnmappedStore && l_faulted) co_await RecoverDequeue(*old, &rep);
-  if (ChainGeometry::Pipelined(kind) && rep.faulted) {
+  co_await StopAndRepair(*old, &rep);
+  if ((kind == ChainKind::kLoad || kind == ChainKind::kMappedStore) && rep.faulted) {
     co_await node_->cpu().Work(cost_bookkeeping_);
     rep.refused_request = old->RefusedRequest();
   }
@@ -163,24 +161,73 @@ Task<ChainReport> OdrpMnSide::RebuildChain(uint32_t cn_index, Chain* old, fabric
   co_return rep;
 }
 
-// The last request's dequeue claimed position p (faa[s]) and, the worker
-// having faulted after U4 landed, read the element U7's WQE now holds. p is
-// behind the head either way: a dead position for RingRepair.
-Task<void> OdrpMnSide::RecoverDequeue(const Chain& old, ChainReport* rep) {
-  const uint64_t taken = old.requests_taken();
-  if (taken == 0) co_return;
-  const uint32_t slot = static_cast<uint32_t>((taken - 1) % old.geometry().slots);
-  const uint64_t pos = old.ClaimedPosition(slot);
+Task<void> OdrpMnSide::StopAndRepair(Chain& c, ChainReport* rep) {
+  if (!repaired_.insert(&c).second) {  // ReclaimCn, then a rebuild: once
+    c.Stop();
+    co_return;
+  }
+  const ChainKind kind = c.geometry().kind;
+  const bool repairs = kind == ChainKind::kUnmappedStore || kind == ChainKind::kInvalidate;
+  if (repairs) {
+    // Other lanes may be mid-request: let every step they started finish
+    // (odrp.h "Recovery"), then read each lane's last instance.
+    c.StopControl();
+    while (!c.WorkersSettled()) co_await node_->cpu().Work(cost_bookkeeping_);
+  }
+  c.Stop();
+  for (uint32_t w = 0; repairs && w < c.geometry().lanes; ++w) {
+    const Chain::LaneProgress p = c.LastInstance(w);
+    if (kind == ChainKind::kUnmappedStore) co_await RecoverDequeue(c, p, rep);
+    if (kind == ChainKind::kInvalidate) co_await RecoverEnqueue(c, p);
+  }
+  if (kind == ChainKind::kUnmappedStore) {
+    counters_.empty_faults += rep->queue_empty;
+    counters_.elements_moved += co_await repair_->Sweep();
+    rep->pages_available = repair_->HeadHasElement();
+  }
+}
+
+// One lane's last Unmapped Store instance (L_w settled): U1 claimed
+// position p (faa[s]); U4 read the element into U7's WQE; U7 stores the
+// page, U5 maps it, U6 zeroes the element. Claimed but not mapped (a
+// refusal at CHK, an empty queue at U7, a stop before U5): p is a dead
+// position for RingRepair, whose Sweep moves its element (still there: U6
+// never ran) to the tail. Mapped (U5 ran on a page): granted, nothing to do.
+Task<void> OdrpMnSide::RecoverDequeue(const Chain& old, Chain::LaneProgress p, ChainReport* rep) {
+  if (p.steps <= kStoreU1) co_return;  // the lane never claimed in this instance
+  const uint64_t pos = old.ClaimedPosition(p.slot);
   const uint64_t ring = odrp_->ring_addr();
   if (pos < ring || pos >= ring + odrp_->layout().ring_bytes || pos % kElementBytes != 0) {
     co_return;  // not a claimed position: the dequeue never ran
   }
   co_await node_->cpu().Work(cost_bookkeeping_);
-  rep->queue_empty = old.DequeuedElement(slot) == 0;
-  if (rep->queue_empty) ++counters_.empty_faults;
+  const bool read = p.steps > kStoreU4;
+  const bool empty = read && old.DequeuedElement(p.slot) == 0;
+  if (p.steps > kStoreU5 && !empty) co_return;  // mapped: the request's page
+  rep->queue_empty |= empty;
   repair_->AddDeadPosition(pos);
-  counters_.elements_moved += co_await repair_->Sweep();
-  rep->pages_available = repair_->HeadHasElement();
+}
+
+// One lane's last Invalidate instance (L_w settled): V7 unmapped the entry,
+// V5 claimed tail position p, V8 wrote the page there. Unmapped but not
+// enqueued: the MN enqueues the page (V5 not run) or fills p (V5 ran, V8
+// not). Before V7 nothing changed (a refusal at V3/V4, a stop): the CN's
+// retry finds the entry still mapped.
+Task<void> OdrpMnSide::RecoverEnqueue(const Chain& old, Chain::LaneProgress p) {
+  if (p.steps <= kInvV7 || p.steps > kInvV8) co_return;
+  co_await node_->cpu().Work(cost_bookkeeping_);
+  const uint64_t page = old.InvalidatedPage(p.slot);
+  if (p.steps <= kInvV5) {
+    co_await repair_->Enqueue(page);
+  } else {
+    co_await repair_->Fill(old.ClaimedPosition(p.slot), page);
+  }
+  ++counters_.enqueues_completed;
+}
+
+Task<bool> OdrpMnSide::EntryIsMapped(uint32_t cn_index, uint64_t tt_addr) {
+  co_await node_->cpu().Work(cost_dispatch_);
+  co_return EntryMapped(*StateOf(cn_index).table, tt_addr);
 }
 
 Task<bool> OdrpMnSide::RepairQueue() {
@@ -223,7 +270,10 @@ Task<ReclaimReport> OdrpMnSide::ReclaimCn(uint32_t cn_index) {
   auto it = cns_.find(cn_index);
   if (it == cns_.end()) co_return r;
   CnState& cs = it->second;
-  for (const auto& c : cs.chains) c->Stop();  // nothing of that CN runs any more
+  for (const auto& c : cs.chains) {  // nothing of that CN runs any more
+    ChainReport ignored;             // its lanes' half-done allocations and frees repaired
+    co_await StopAndRepair(*c, &ignored);
+  }
   const CnTable& t = *cs.table;
   std::vector<uint8_t> tt(t.entries * kTtEntryBytes);
   node_->memory().Read(t.tt_base, tt.data(), tt.size());
@@ -270,9 +320,6 @@ OdrpCn::OdrpCn(const Deployment& d, uint32_t cn_index, MnControl* mn, const Knob
       node_(d.cns.at(cn_index - d.cn_index_base)),
       rt_(&d.cluster->runtime()),
       timeout_(static_cast<Ps>(k.Int("reply_timeout_us")) * kPsPerUs),
-      chains_per_kind_(static_cast<uint32_t>(k.Int("chains_per_kind"))),
-      load_lanes_(static_cast<uint32_t>(k.Int("load_lanes"))),
-      store_lanes_(static_cast<uint32_t>(k.Int("mapped_store_lanes"))),
       swap_pages_(k.Int("swap_pages") > 0 ? static_cast<uint64_t>(k.Int("swap_pages"))
                                           : d.pool_bytes / kPageBytes) {
   if (!mn_) {
@@ -282,6 +329,11 @@ OdrpCn::OdrpCn(const Deployment& d, uint32_t cn_index, MnControl* mn, const Knob
   }
   if (swap_pages_ == 0) throw ConfigError("odrp: a CN needs at least one swap page");
   cost_qp_modify_ = node_->Cost("verbs.qp_modify");
+  const char* knobs[kChainKinds] = {"load_lanes", "unmapped_store_lanes", "mapped_store_lanes",
+                                    "invalidate_lanes"};  // ChainKind order
+  for (uint32_t i = 0; i < kChainKinds; ++i) {
+    lanes_[i] = static_cast<uint32_t>(k.Int(knobs[i]));
+  }
 }
 
 OdrpCn::~OdrpCn() = default;
@@ -298,14 +350,16 @@ Task<void> OdrpCn::EnsureTable() {
 std::unique_ptr<ChainClient> OdrpCn::NewClient(ChainKind kind, uint64_t hdr) const {
   const uint32_t lanes = LanesOf(kind);
   return std::make_unique<ChainClient>(
-      node_, pd_, rt_, ChainGeometry::For(kind, ChainSlots(kind, lanes), lanes), hdr_mr_, hdr);
+      node_, pd_, rt_, ChainGeometry::For(kind, ChainSlots(lanes), lanes), hdr_mr_, hdr);
 }
 
 Task<void> OdrpCn::EnsurePools() {
   if (hdr_mr_) co_return;
-  // chains_per_kind_ headers per one-request kind, one per lane for the
-  // pipelined chains (Mapped Store's replies land in them: remote write).
-  const uint64_t bytes = (2 * chains_per_kind_ + load_lanes_ + store_lanes_) * kHdrStride;
+  // One header per lane of every kind (the replies of all but Load land in
+  // them: remote write).
+  uint64_t headers = 0;
+  for (uint32_t lanes : lanes_) headers += lanes;
+  const uint64_t bytes = headers * kHdrStride;
   const uint64_t base = node_->memory().Alloc(bytes, 64);
   node_->memory().Fill(base, 0, bytes);
   fabric::Mr* mr =
@@ -315,24 +369,19 @@ Task<void> OdrpCn::EnsurePools() {
   lane_cq_ = node_->CreateCq(4, /*ignore_overrun=*/true);
   for (uint32_t k = 0; k < kChainKinds; ++k) {
     KindPool& pool = pools_[k];
-    if (pool.chains.empty() && pool.opening == 0) Release(co_await OpenPooled(ChainKind(k)));
+    if (pool.chains.empty() && pool.opening == 0) (void)co_await OpenPooled(ChainKind(k));
   }
 }
 
-// Opens chain number chains.size() of `kind` (it comes back busy).
+// Opens the CN's chain of `kind`.
 Task<OdrpCn::PooledChain*> OdrpCn::OpenPooled(ChainKind kind) {
   KindPool& pool = pools_[static_cast<size_t>(kind)];
   ++pool.opening;
   auto pc = std::make_unique<PooledChain>();
   pc->kind = kind;
-  pc->busy = true;
-  // Headers: [Unmapped Store, Invalidate: chains_per_kind_ each][Load's
-  // load_lanes_][Mapped Store's store_lanes_].
-  const uint64_t index =
-      kind == ChainKind::kLoad ? 2 * chains_per_kind_
-      : kind == ChainKind::kMappedStore
-          ? 2 * chains_per_kind_ + load_lanes_
-          : (kind == ChainKind::kInvalidate) * chains_per_kind_ + pool.chains.size();
+  // Headers: each kind's lanes, in ChainKind order.
+  uint64_t index = 0;
+  for (uint32_t k = 0; k < static_cast<uint32_t>(kind); ++k) index += lanes_[k];
   pc->hdr = hdr_mr_->addr() + index * kHdrStride;
   pool.chains.push_back(std::move(pc));  // reserves its header slot
   PooledChain* raw = pool.chains.back().get();
@@ -342,12 +391,13 @@ Task<OdrpCn::PooledChain*> OdrpCn::OpenPooled(ChainKind kind) {
       co_await mn_->OpenChain(cn_index_, kind, raw->client->qp(), raw->client->geometry().lanes);
   WatchLiveness(*raw);
   --pool.opening;
+  pool.freed.NotifyAll();  // requests that found it being opened
   co_return raw;
 }
 
 Task<OdrpCn::PooledChain*> OdrpCn::Acquire(ChainKind kind) {
   KindPool& pool = pools_[static_cast<size_t>(kind)];
-  while (ChainGeometry::Pipelined(kind)) {  // one pipelined chain, shared
+  for (;;) {  // one pipelined chain per kind, shared
     if (!pool.chains.empty()) {
       PooledChain* pc = pool.chains.front().get();
       if (pc->chain != nullptr && !pc->rebuilding) co_return pc;
@@ -356,21 +406,6 @@ Task<OdrpCn::PooledChain*> OdrpCn::Acquire(ChainKind kind) {
     }
     co_await pool.freed.Wait();
   }
-  for (;;) {
-    for (const auto& pc : pool.chains) {
-      if (!pc->busy && pc->chain != nullptr) {
-        pc->busy = true;
-        co_return pc.get();
-      }
-    }
-    if (pool.chains.size() < chains_per_kind_) co_return co_await OpenPooled(kind);
-    co_await pool.freed.Wait();
-  }
-}
-
-void OdrpCn::Release(PooledChain* pc) {
-  pc->busy = false;
-  pools_[static_cast<size_t>(pc->kind)].freed.NotifyAll();
 }
 
 Task<AccessGroup*> OdrpCn::OpenGroup(int lanes, uint64_t buffer_bytes) {
@@ -484,7 +519,8 @@ Task<Result<Chunk>> OdrpCn::Alloc(AccessGroup& ag) {
   co_return r;
 }
 
-// One Unmapped Store of the zero page into a free swap page of this CN.
+// An Unmapped Store of the zero page into a free swap page of this CN; a
+// request flushed behind another request's fault is sent again.
 Task<Result<Chunk>> OdrpCn::AllocOnce(Group& g, bool* retry) {
   *retry = false;
   Result<Chunk> out;
@@ -495,61 +531,92 @@ Task<Result<Chunk>> OdrpCn::AllocOnce(Group& g, bool* retry) {
                     std::to_string(swap_map_.size()) + " pages) is all mapped; raise swap_pages");
     co_return out;
   }
+  bool again = true;
+  for (int attempt = 1; again; ++attempt) {
+    co_await AllocAttempt(g, idx, attempt, &out, &again, retry);
+  }
+  co_return out;
+}
+
+Task<void> OdrpCn::AllocAttempt(Group& g, uint64_t idx, int attempt, Result<Chunk>* out,
+                                bool* again, bool* retry) {
+  *again = false;
   const uint64_t tt = table_->tt_base + idx * kTtEntryBytes;
   PooledChain* pc = co_await Acquire(ChainKind::kUnmappedStore);
+  const uint64_t gen = pc->gen;
   const Status st = co_await pc->client->UnmappedStore(tt, g.zero_page, g.mr->lkey(), timeout_);
-  if (st.ok()) {
-    Release(pc);
-    out.value.addr = tt / kTtEntryBytes * kPageBytes;
-    out.value.bytes = kPageBytes;
-    out.value.id = idx;
-    out.value.rkeys = {0};
-    co_return out;
+  bool mapped = st.ok();
+  ChainReport rep;
+  if (!mapped) {
+    rep = co_await RebuildShared(*pc, gen, tt);
+    // The store may have run with its reply flushed behind another
+    // request's fault (the MN lets every started step finish, and U7 stores
+    // the zeros before U5 maps the page): then the page is this CN's.
+    mapped = co_await mn_->EntryIsMapped(cn_index_, tt);
   }
-  const ChainReport rep = co_await Rebuild(*pc, tt);
-  Release(pc);
-  if (!rep.entry_mapped) ReleaseSwapPage(idx);  // else held: see odrp.h "Not handled"
+  if (mapped) {
+    out->status = Status::Ok();
+    out->value.addr = tt / kTtEntryBytes * kPageBytes;
+    out->value.bytes = kPageBytes;
+    out->value.id = idx;
+    out->value.rkeys = {0};
+    co_return;
+  }
   if (rep.queue_empty) {
+    ReleaseSwapPage(idx);
     *retry = rep.pages_available;
     saw_empty_ = !rep.pages_available;
-    out.status = OutOfMemory("the MN's free page queue is empty; free a chunk first");
-    co_return out;
+    out->status = OutOfMemory("the MN's free page queue is empty; free a chunk first");
+    co_return;
   }
-  out.status = Status(Code::kLaneBroken,
-                      "odrp: allocation failed (" + st.message() + "); " +
-                          (rep.faulted ? "the Unmapped Store chain faulted and was rebuilt"
-                                       : "the chain was live: raise reply_timeout_us"));
-  co_return out;
+  if (attempt < kFlushRetries) {
+    *again = true;  // flushed behind another request's fault: send it again
+    co_return;
+  }
+  ReleaseSwapPage(idx);
+  out->status = Status(Code::kLaneBroken,
+                       "odrp: allocation failed (" + st.message() + "); " +
+                           (rep.faulted ? "the Unmapped Store chain faulted and was rebuilt"
+                                        : "the chain was live: raise reply_timeout_us"));
 }
 
 Task<Status> OdrpCn::Free(AccessGroup& ag, const Chunk& chunk) {
   if (!GroupOf(ag))
     co_return Status(Code::kInvalidArgument, "odrp: not an access group of this CN");
-  PooledChain* pc = co_await Acquire(ChainKind::kInvalidate);
-  const Status st = co_await FreeOn(*pc, chunk);
-  Release(pc);
+  Status st;
+  bool again = true;
+  for (int attempt = 1; again; ++attempt) st = co_await FreeAttempt(chunk, attempt, &again);
   co_return st;
 }
 
-Task<Status> OdrpCn::FreeOn(PooledChain& pc, const Chunk& chunk) {
+Task<Status> OdrpCn::FreeAttempt(const Chunk& chunk, int attempt, bool* again) {
+  *again = false;
   const uint64_t tt = TtAddr(chunk);
   const bool own = OwnName(tt);
   const uint64_t idx = own ? (tt - table_->tt_base) / kTtEntryBytes : 0;
-  const Status st = co_await pc.client->Invalidate(tt, timeout_);
+  PooledChain* pc = co_await Acquire(ChainKind::kInvalidate);
+  const uint64_t gen = pc->gen;
+  const Status st = co_await pc->client->Invalidate(tt, timeout_);
   if (st.ok()) {
     if (own) ReleaseSwapPage(idx);
     co_return Status::Ok();
   }
-  const ChainReport rep = co_await Rebuild(pc, tt);
-  if (own && swap_map_[idx] && !rep.entry_mapped) {
+  (void)co_await RebuildShared(*pc, gen, tt);
+  bool mapped = false;
+  if (own) mapped = co_await mn_->EntryIsMapped(cn_index_, tt);
+  if (own && swap_map_[idx] && !mapped) {
     ReleaseSwapPage(idx);  // the free took effect; only its reply was lost
     co_return Status::Ok();
   }
-  if (rep.faulted) {
+  if (!mapped) {
     co_return Status(Code::kNotOwner, "odrp: the MN's Invalidate chain refused chunk " +
                                           Hex(chunk.addr) +
                                           ": no page is mapped behind it in this CN's "
                                           "translation table (not this CN's chunk, or freed)");
+  }
+  if (attempt < kFlushRetries) {
+    *again = true;  // still mapped: flushed behind another request's fault
+    co_return st;
   }
   co_return Status(Code::kLaneBroken, "odrp: free of chunk " + Hex(chunk.addr) + " failed (" +
                                           st.message() + "); raise reply_timeout_us");
@@ -621,7 +688,7 @@ Task<Status> OdrpCn::Pipelined(ChainKind kind, Lane& lane, const Chunk& chunk,
     // flushed behind it and retry on the rebuilt chain.
     const bool timed_out = client->timed_out();
     const uint64_t n = client->last_request();
-    const uint64_t refused = co_await RebuildShared(*pc, gen, tt);
+    const uint64_t refused = (co_await RebuildShared(*pc, gen, tt)).refused_request;
     // A fault flushes every reply R had not had acknowledged, so the request
     // whose deadline passed first need not be the refused one: the MN says
     // which was (a live chain that timed out refused nothing: as before).
@@ -632,11 +699,10 @@ Task<Status> OdrpCn::Pipelined(ChainKind kind, Lane& lane, const Chunk& chunk,
   }
 }
 
-Task<uint64_t> OdrpCn::RebuildShared(PooledChain& pc, uint64_t gen, uint64_t tt_addr) {
+Task<ChainReport> OdrpCn::RebuildShared(PooledChain& pc, uint64_t gen, uint64_t tt_addr) {
   if (pc.gen == gen && !pc.rebuilding) {
     pc.rebuilding = true;
-    const ChainReport rep = co_await Rebuild(pc, tt_addr);
-    pc.refused = rep.refused_request;
+    pc.report = co_await Rebuild(pc, tt_addr);
     ++pc.gen;
     pc.rebuilding = false;
     pc.rebuilt.NotifyAll();
@@ -645,7 +711,7 @@ Task<uint64_t> OdrpCn::RebuildShared(PooledChain& pc, uint64_t gen, uint64_t tt_
   while (pc.rebuilding) co_await pc.rebuilt.Wait();
   // The report of the rebuild that replaced generation `gen` (a later one
   // may have happened meanwhile only after this request's chain was gone).
-  co_return pc.gen == gen + 1 ? pc.refused : Chain::kNoRequest;
+  co_return pc.gen == gen + 1 ? pc.report : ChainReport{};
 }
 
 Task<Status> OdrpCn::Read(Lane& lane, const Chunk& chunk, uint64_t offset, uint32_t length,
@@ -688,12 +754,6 @@ const SystemInfo kOdrp{
       "faulted (a refusal is a fault: no reply) or is only slow (then it waits again); a "
       "policy, never on the success path",
       1, 100000000},
-     {"chains_per_kind", KnobKind::kInt, "1",
-      "chains of each kind (load, mapped store, unmapped store, invalidate) per CN, shared by "
-      "all its lanes and groups: up to that many requests of a kind in flight per CN, at most "
-      "4x that many CN-facing chain QPs on the MN; 1 is ODRP's one connection per chain kind "
-      "per CN (odrp.h \"Chains per CN\")",
-      1, 64},
      {"load_lanes", KnobKind::kInt, "16",
       "lanes of the CN's one Load chain: up to that many page loads in flight through it at "
       "once, each lane 2 more offloaded MN QPs (odrp.h \"Chains per CN\")",
@@ -701,6 +761,15 @@ const SystemInfo kOdrp{
      {"mapped_store_lanes", KnobKind::kInt, "16",
       "lanes of the CN's one Mapped Store chain: up to that many page writes (swap-outs) in "
       "flight through it at once, each lane 2 more offloaded MN QPs (odrp.h \"Chains per CN\")",
+      1, 16},
+     {"unmapped_store_lanes", KnobKind::kInt, "16",
+      "lanes of the CN's one Unmapped Store chain: up to that many allocations (first "
+      "swap-outs of a page) in flight through it at once, each lane 2 more offloaded MN QPs "
+      "(odrp.h \"Chains per CN\")",
+      1, 16},
+     {"invalidate_lanes", KnobKind::kInt, "16",
+      "lanes of the CN's one Invalidate chain: up to that many frees in flight through it at "
+      "once, each lane 2 more offloaded MN QPs (odrp.h \"Chains per CN\")",
       1, 16},
      {"swap_pages", KnobKind::kInt, "0",
       "swap pages per CN (entries of its translation table); 0: as many as the MN pool has "

@@ -16,34 +16,55 @@
 // 0, 4096 B; anything else is kUnsupported). Free = Invalidate chain.
 //
 // Chains per CN ([ODRP] §4.4: "for each type of WR chain, the CNode backend
-// has an RDMA connection to the MNode"). Load: ONE chain per CN, pipelined
-// (chains.h "Pipelining"): load_lanes = W lanes behind one CN-facing R, and
-// the CN keeps up to W loads in flight through it, shared by every lane and
-// access group of the CN (1 + 2W MN QPs). Mapped Store alike (chains.h
-// "Pipelining Mapped Store"): ONE chain per CN with mapped_store_lanes = W
-// lanes, carrying every Write (swap-out) of the CN. The other kinds
-// (Unmapped Store, Invalidate) are still a pool per kind of chains that each
-// carry one request at a time (their re-arm lag relies on it): a request
-// takes an idle chain, runs on it and gives it back; the first chain of each
-// kind is opened with the CN's first access group, a request that finds
-// every chain of its kind busy opens another (MN CPU, control path) until
-// there are chains_per_kind, then waits for one to come back (3 MN QPs each).
-// Why chains_per_kind = 1 by default: it is ODRP's own design (one RDMA
-// connection per chain kind per CN, §4.4), and more chains made the figure
-// that matters slower, not faster. Measured (sim, swap application, `dmb_micro
-// --bench swap --system odrp --app kmeans --scale 0.001953125 --tasks 48
-// --cns 6 --local 0.5`, job time): chains_per_kind = 16: 52.8 s, 4: 28.7 s,
-// 2: 19.2 s, 1: 20.0 s (sync swap-in 14.8 us; Static-MR 6.9 s). Every extra
-// chain is one more CN-facing QP holding offloaded WRs (cx5 profile: a
-// penalty per WR per such QP), and 6 CNs x 3 kinds x 16 of them cost every
-// chain's WRs more than the extra in-flight swap-outs gain; 2 is within 5%
-// of 1 (those runs pooled Mapped Store too; it is pipelined now). Mapped
-// Store pipelined, measured (sim, `dmbench micro access --system odrp --op
-// write`, mean): 1 thread 8.27 -> 10.56 us (T, M3's fenced READ, the gcq
-// gate), 24 threads 198 -> 22.2 us (one chain of 16 lanes instead of one
-// request at a time). Still one at a time per CN: Allocs (Unmapped Store)
-// and Frees (Invalidate) (issue 13, open: chains.h "Pipelining the other
-// kinds").
+// has an RDMA connection to the MNode"): ONE chain per kind per CN, each
+// pipelined (chains.h "Pipelining"): W lanes behind one CN-facing R (knobs
+// load_lanes, unmapped_store_lanes, mapped_store_lanes, invalidate_lanes,
+// default 16), shared by every lane and access group of the CN, which keeps
+// up to W requests of the kind in flight through it (1 + 2W MN QPs per
+// chain, 4 CN-facing ones per CN). The chain of each kind is opened with the
+// CN's first access group (or by the first request that needs it).
+// History: Unmapped Store and Invalidate were a pool per kind of
+// one-request chains (knob chains_per_kind, default 1: ODRP's one
+// connection per kind). More one-request chains made the 48-task figure
+// slower, not faster (sim, `dmb_micro --bench swap --system odrp --app
+// kmeans --scale 0.001953125 --tasks 48 --cns 6 --local 0.5`, job time):
+// chains_per_kind = 16: 52.8 s, 4: 28.7 s, 2: 19.2 s, 1: 20.0 s (Static-MR
+// 6.9 s): every extra chain is one more CN-facing QP holding offloaded WRs
+// (cx5 profile: a penalty per WR per such QP). Pipelining adds W requests
+// per kind without adding CN-facing QPs (lanes are MN-local loopback QPs,
+// which the cx5 profile's penalty does not count).
+// Mapped Store pipelined, measured (sim, `dmbench micro access --system odrp
+// --op write`, mean): 1 thread 8.27 -> 10.56 us (T, M3's fenced READ, the
+// gcq gate), 24 threads 198 -> 22.2 us (one chain of 16 lanes instead of one
+// request at a time); 9.26 and 19.97 us in the release build that measured
+// the next.
+// Unmapped Store and Invalidate pipelined (issue 13), measured (sim, release
+// build, `dmb_micro alloc --system odrp`, mean, one-request chain ->
+// pipelined): 1 thread alloc 11.60 -> 12.97 us, free 11.25 -> 12.65 us (T, N's
+// fenced READ, the gcq gate and the 16-WQE C_w instance); 24 threads alloc
+// 49.8 -> 21.7 us (81 -> 557 kops), free 243 -> 21.1 us (82 -> 562 kops).
+// Swap application (`dmb_micro swap --system odrp --app kmeans --local 0.5
+// --scale 0.00048828125 --seed 1`): 1 CN, 8 tasks: job 0.280 -> 0.166 s,
+// alloc 41.2 -> 17.5 us (chains_per_kind = 4 was 0.184 s; Static-MR 1GB
+// 0.074 s); 6 CNs, 12 tasks: job 0.196 -> 0.183 s, alloc 22.1 -> 24.5 us
+// (2 tasks per CN keep few allocations in flight: the pipelined chain's
+// extra steps cost more than the overlap gains); with unmapped_store_lanes
+// = invalidate_lanes = 1, 1 CN: 0.305 s (the pipelined layout, one at a
+// time, costs more than the one-request chain did).
+// What bounds that swap run now (MN QP counters summed after the run: WQEs
+// started + responder operations, times the cx5 profile's 114.3 ns + 3.806
+// ns x CN-facing offloaded QPs per WR; one-off instrumentation, not kept):
+// 6 CNs: the MN RNIC's 8 processing units, busy 77% of the run on average
+// (1.14 s of PU time in 0.186 s; 24 CN-facing chain QPs make every WR 205.6
+// ns, 44% of it offload penalty). Loads are 69% of it: 15 WR-sides each (C_w
+// 8 with 3 NOPs, T and L1 on both loopback sides, R0, R1, the request's
+// SEND), allocations and frees 13% and 12% (48 and 46 each), Mapped Stores
+// 5% (19). The MN port is about half busy (TX ~51 Gbps: loads' 4 KB replies
+// and the loopback page copies); one CN's R about 10% (2 WQEs a load);
+// Static-MR's same run is MN-port bound instead (~98 Gbps TX, PUs 4.5%). 1
+// CN: PUs 36%, port ~37%: latency bound, by the chains' dependent WQE hops
+// (sync swap-in 7.4 us vs Static-MR's 3.3; allocation 17.5 us and a free
+// ~13 us per swap-out, which Static-MR does not make).
 // Why load_lanes = 16 by default: a lane carries one request at a time and
 // the CN keeps W in flight, so one CN loads at most about W per load latency
 // (6.9 us at 1 thread, sim), until the one R's in-order pipe (R0's 4 KB reply
@@ -71,12 +92,11 @@
 // Lanes. A lane owns no chain. Lane.qp is a CN-local QP that is never
 // connected (never post on it; Lane.cq is null, Lane.mn_qpn 0): it only
 // carries the lane's state. A refused Read or Write moves it to ERR, so
-// Lane::broken() tells the lane needs RecoverLane, which resets it. The
-// pooled chain that faulted is rebuilt at once by the request that found it
-// faulted (while it still holds the chain), so no other lane ever gets a
-// faulted chain.
+// Lane::broken() tells the lane needs RecoverLane, which resets it. A
+// chain that faulted is rebuilt once, by the first of its requests that
+// finds it faulted (RebuildShared); the others wait for the rebuild.
 //
-// Pipelined Load and Mapped Store: a fault of one request flushes every
+// Flushed requests. Load and Mapped Store: a fault of one request flushes every
 // reply R had not had acknowledged, also of requests sent before it (or, for
 // Mapped Store after the first lap, holds them behind the gate). RebuildChain
 // reports the refused request (ChainReport::refused_request,
@@ -85,6 +105,17 @@
 // most kFlushRetries times), which the first of them to notice rebuilds once
 // (RebuildShared). A retried store may have landed on the old chain already:
 // it stores the same bytes again (the caller's Write has not returned).
+// Unmapped Store and Invalidate: requests flushed (or held behind the gate)
+// by another request's fault may have run on their own lanes, and an
+// allocation or a free is not idempotent. After the rebuild the CN asks the
+// MN whether the request's TT entry is mapped (EntryIsMapped, control path,
+// only after a fault): an allocation whose entry is mapped is done (its
+// page holds the zeros: U7 stores before U5 maps), a free whose entry is
+// unmapped is done; the others retry (at most kFlushRetries times). A
+// refused request is told apart by its name: a free of a name outside the
+// CN's table or of an unmapped entry is kNotOwner; an allocation only ever
+// names the CN's own free swap page, so it is refused only by an empty
+// queue (ChainReport::queue_empty).
 //
 // Refusals. The chains refuse by faulting (chains.h "Faults"): an unmapped
 // entry, a tt_addr outside the CN's own TT (another CN's chunk) or an empty
@@ -103,38 +134,58 @@
 // Recovery (MN CPU, control path). OdrpMnSide::RebuildChain stops the dead
 // chain (its QPs to ERR), creates and arms a fresh one connected to a fresh
 // ChainClient. The CN side reaches the MN object directly (same process);
-// a remote MN daemon is refused at construction.
+// a remote MN daemon is refused at construction. Unmapped Store and
+// Invalidate: the other lanes may be mid-request when one faults, so the MN
+// first stops every C_w (no further step is enabled) and waits until every
+// step an L_w started has completed (Chain::WorkersSettled; a control-path
+// poll charged as mn.bookkeeping), then reads each lane's last instance
+// (Chain::LastInstance: which of its L steps started), as OneSidedMW's
+// Inspect. Unmapped Store: claimed (U1) but not mapped (U5) -> p is a dead
+// position (RecoverDequeue; its element is still in its slot, U6 runs after
+// U5); mapped -> the request's page. Invalidate: unmapped (V7) but the tail
+// not claimed (V5) -> RingRepair::Enqueue(page); claimed but not written
+// (V8) -> RingRepair::Fill(p, page) (RecoverEnqueue); before V7 nothing
+// changed. The page is V3's landing in V4's WQE (InvalidatedPage).
 //
 // Empty queue. An Unmapped Store that dequeues the (zeroed) element past the
 // last free page faults at U7 on the null page address, after advancing the
-// head past the claimed position p. The MN tells it from any other fault by
-// what the dequeue READ (U4) landed in U7's WQE: 0 means the queue was empty
-// (CHK's and U5's FENCEs make U4 land before CHK, U5..U7 run, so for a chain
-// whose L faulted the field is the last request's element). A request whose
-// tt_addr CHK refused (misaligned, outside the CN's table) takes the same path:
-// its claimed element is still in its slot and is moved back. p is faa[s] of
-// the chain scratch. The MN CPU adds p to RingRepair's dead positions (also
-// when the element was not 0: a page claimed by a faulted dequeue sits behind
-// the head and must be moved back), sweeps, and the CN's Alloc returns
-// kOutOfMemory. The CN then remembers the MN was empty: its next Allocs first
-// ask the MN (control path) to sweep and say whether the head holds a page,
-// until it does. While the CN has not seen the queue empty, Alloc never touches
-// the MN CPU.
+// head past the claimed position p. With W lanes several can (each after
+// its own claim), and in lap 0 the flush of R's RQ lets every lane run one
+// more instance, which claims a position and is refused at CHK. The MN tells
+// an empty queue from any other fault by what each lane's dequeue READ (U4)
+// landed in its U7 WQE: 0 means the queue was empty (CHK's and U7's FENCEs
+// make U4 land before CHK, U7 run). A request whose tt_addr CHK refused
+// (misaligned, outside the CN's table) takes the same path: its claimed
+// element is still in its slot and is moved back. p is faa[s] of the chain
+// scratch. The MN CPU adds every such p to RingRepair's dead positions (also
+// when the element was not 0: a page claimed by a faulted dequeue sits
+// behind the head and must be moved back), sweeps once, and the CN's Allocs
+// return kOutOfMemory (odrp_test AllocationsInFlightOnAnEmptyQueueLoseNoPage:
+// free queue + mapped == pool after the repair). The CN then remembers the
+// MN was empty: its next Allocs first ask the MN (control path) to sweep and
+// say whether the head holds a page, until it does. While the CN has not
+// seen the queue empty, Alloc never touches the MN CPU.
 //
-// Crash. ReclaimCn stops the CN's chains, returns every page mapped in its TT
-// to the free page queue (RingRepair::Enqueue: masked FAA on the tail through
-// the RNIC) and zeroes those entries. Nobody else's TT is touched.
+// Crash. ReclaimCn stops the CN's chains (StopAndRepair: a lane's
+// half-done allocation or free is repaired as after a fault), returns every
+// page mapped in its TT to the free page queue (RingRepair::Enqueue: masked
+// FAA on the tail through the RNIC) and zeroes those entries. Nobody else's
+// TT is touched.
 //
 // Not handled: per-CN budgets ([ODRP] §4.5.2 "Fairness"); reuse of a dead
-// chain's MN memory (each rebuild registers fresh scratch and staging). A
-// request whose reply was lost after the chain finished it (the CN's QP
-// failed) is judged by the TT entry it named: an allocation that did map it
-// keeps the swap page marked used on the CN (held until the CN is reclaimed),
-// a free that did unmap it counts as done.
+// chain's MN memory (each rebuild registers fresh scratch and staging). An
+// Unmapped Store that names an entry that is already mapped (a malicious or
+// confused CN bypassing its bitmap) overwrites the entry: the CN loses its
+// own page until it is reclaimed (CHK checks the address, not that the
+// entry is free; unchanged by issue 13). A dequeue stopped after U5 and
+// before U6 (a rebuild's StopControl between two WQEs of one stage) leaves
+// the mapped page's element behind the head, where the next enqueue at that
+// position overwrites it.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "systems/common/ring_repair.h"
@@ -147,13 +198,10 @@ namespace dmb::systems::odrp {
 // The chains' cross-channel WRs and the masked FAAs on the free page queue.
 inline const std::vector<std::string> kNeeds = {"cross_channel", "masked_atomics", "atomics"};
 
-inline constexpr uint32_t kChainSlots = 4;     // pre-posted instances per one-request chain
 inline constexpr uint32_t kChainKinds = 4;     // ChainKind's values
-inline constexpr uint32_t kMaxLoadLanes = 16;  // knobs load_lanes, mapped_store_lanes
-// Instances of a chain: 4 per lane (Load's lane ring holds 4 instances).
-inline uint32_t ChainSlots(ChainKind kind, uint32_t lanes) {
-  return ChainGeometry::Pipelined(kind) ? 4 * lanes : kChainSlots;
-}
+inline constexpr uint32_t kMaxLoadLanes = 16;  // knobs *_lanes (every kind)
+// Instances of a chain: 4 per lane (each lane ring holds 4 instances).
+inline uint32_t ChainSlots(uint32_t lanes) { return 4 * lanes; }
 
 // What the MN found when it rebuilt a chain.
 struct ChainReport {
@@ -170,11 +218,12 @@ struct ChainReport {
 struct OdrpMnCounters {
   uint64_t chains_opened = 0;
   uint64_t chains_rebuilt = 0;
-  uint64_t empty_faults = 0;     // dequeues that found the queue empty
-  uint64_t elements_moved = 0;   // RingRepair::Sweep
-  uint64_t pages_reclaimed = 0;  // crashed CNs' pages returned
-  uint64_t queue_checks = 0;     // RepairQueue calls (CNs that saw the queue empty)
-  uint64_t liveness_checks = 0;  // ChainRunning calls (deadlines that passed)
+  uint64_t empty_faults = 0;        // Unmapped Store chains faulted on an empty queue
+  uint64_t elements_moved = 0;      // RingRepair::Sweep
+  uint64_t pages_reclaimed = 0;     // crashed CNs' pages returned
+  uint64_t queue_checks = 0;        // RepairQueue calls (CNs that saw the queue empty)
+  uint64_t liveness_checks = 0;     // ChainRunning calls (deadlines that passed)
+  uint64_t enqueues_completed = 0;  // Invalidates a rebuild stopped between unmap and enqueue
 };
 
 class OdrpMnSide : public MnSide {
@@ -206,6 +255,9 @@ class OdrpMnSide : public MnSide {
   // For a CN that saw the queue empty: sweeps the dead positions; true when
   // the next dequeue finds a page.
   Task<bool> RepairQueue();
+  // After a rebuild: whether the TT entry at tt_addr (of that CN) is mapped,
+  // i.e. whether a store or invalidation whose reply a fault flushed ran.
+  Task<bool> EntryIsMapped(uint32_t cn_index, uint64_t tt_addr);
   // A CN's reply deadline passed: true when `chain` (of that CN) has not
   // faulted, i.e. the request is slow, not refused (ChainClient liveness).
   Task<bool> ChainRunning(uint32_t cn_index, const Chain* chain);
@@ -224,7 +276,12 @@ class OdrpMnSide : public MnSide {
   CnState& StateOf(uint32_t cn_index);
   Task<std::unique_ptr<Chain>> NewChain(const CnState& cs, ChainKind kind, fabric::Qp* cn_qp,
                                         uint32_t lanes);
-  Task<void> RecoverDequeue(const Chain& old, ChainReport* rep);
+  // Stops `c` for good; Unmapped Store, Invalidate: first lets every started
+  // L step finish and then repairs each lane's last instance ("Recovery").
+  Task<void> StopAndRepair(Chain& c, ChainReport* rep);
+  // One lane's last instance after the chain settled ("Recovery").
+  Task<void> RecoverDequeue(const Chain& old, Chain::LaneProgress p, ChainReport* rep);
+  Task<void> RecoverEnqueue(const Chain& old, Chain::LaneProgress p);
   bool EntryMapped(const CnTable& t, uint64_t tt_addr) const;
   uint64_t MappedEntries(const CnTable& t) const;
 
@@ -233,6 +290,7 @@ class OdrpMnSide : public MnSide {
   std::unique_ptr<OdrpMetadata> odrp_;
   std::unique_ptr<RingRepair> repair_;
   std::map<uint32_t, CnState> cns_;  // by CN index (ordered: deterministic)
+  std::set<const Chain*> repaired_;  // chains StopAndRepair has repaired (never twice)
   CoMutex control_;
   OdrpMnCounters counters_;
   fabric::CpuCost cost_dispatch_;
@@ -260,31 +318,30 @@ class OdrpCn : public CnSide {
   Task<Status> RecoverLane(Lane& lane) override;
 
   uint64_t swap_pages_used() const { return swap_used_; }
-  // Chains this CN has of `kind` (tests: the pool stays at chains_per_kind).
+  // Chains this CN has of `kind` (tests: one per kind, however many requests).
   size_t chains_of(ChainKind kind) const { return pools_[static_cast<size_t>(kind)].chains.size(); }
 
  private:
-  // One chain of the CN's pool for a kind (see "Chains per CN").
+  // The CN's one chain of a kind (see "Chains per CN").
   struct PooledChain {
     ChainKind kind = ChainKind::kLoad;
     uint64_t hdr = 0;  // its request header buffer (hdr_mr_)
     std::unique_ptr<ChainClient> client;
     Chain* chain = nullptr;  // the MN's chain (a handle for RebuildChain)
-    bool busy = false;       // a request of this CN runs on it (one-request kinds)
-    // Pipelined (Load): shared by every request; `gen` counts rebuilds, so
-    // that the requests a fault flushed rebuild it once.
+    // Shared by every request of the kind; `gen` counts rebuilds, so that
+    // the requests a fault flushed rebuild it once.
     uint64_t gen = 0;
     bool rebuilding = false;
-    uint64_t refused = Chain::kNoRequest;  // of the last rebuild (ChainReport)
+    ChainReport report;  // of the last rebuild
     WaitList rebuilt;
     // Clients a rebuild replaced: requests flushed behind a fault may still
     // be inside them (ChainClient::Invoke) when the chain is rebuilt.
     std::vector<std::unique_ptr<ChainClient>> retired;
   };
   struct KindPool {
-    std::vector<std::unique_ptr<PooledChain>> chains;
-    uint32_t opening = 0;  // chains being opened for this kind
-    WaitList freed;        // requests waiting for an idle chain
+    std::vector<std::unique_ptr<PooledChain>> chains;  // 0 or 1
+    uint32_t opening = 0;                              // chains being opened for this kind
+    WaitList freed;  // requests waiting for the chain (opened or rebuilt)
   };
   struct Group {
     std::unique_ptr<AccessGroup> group;
@@ -298,16 +355,20 @@ class OdrpCn : public CnSide {
   Task<void> AddLane(Group* g, size_t index);
   std::unique_ptr<ChainClient> NewClient(ChainKind kind, uint64_t hdr) const;
   Group* GroupOf(const AccessGroup& g);
-  // An idle chain of `kind` (opening one while fewer than chains_per_kind
-  // exist, else waiting); Release gives it back.
+  // The CN's chain of `kind` (opening it first, or waiting while it is
+  // opened or rebuilt).
   Task<PooledChain*> Acquire(ChainKind kind);
   Task<PooledChain*> OpenPooled(ChainKind kind);
-  void Release(PooledChain* pc);
   Task<ChainReport> Rebuild(PooledChain& pc, uint64_t tt_addr);
   // The client's deadline asks the MN whether its chain still runs.
   void WatchLiveness(PooledChain& pc);
   Task<Result<Chunk>> AllocOnce(Group& g, bool* retry);
-  Task<Status> FreeOn(PooledChain& pc, const Chunk& chunk);
+  // One Unmapped Store of the zero page at tt; after a fault *retry: flushed
+  // behind another request's fault, send it again. Fills `out` otherwise.
+  Task<void> AllocAttempt(Group& g, uint64_t idx, int attempt, Result<Chunk>* out, bool* again,
+                          bool* retry);
+  // One Invalidate; *again: flushed behind another request's fault.
+  Task<Status> FreeAttempt(const Chunk& chunk, int attempt, bool* again);
   Status CheckIo(const Lane& lane, uint64_t offset, uint32_t length, uint64_t local_addr) const;
   // Read (kLoad) or Write (kMappedStore) of one whole page.
   Task<Status> Access(ChainKind kind, Lane& lane, const Chunk& chunk, uint64_t offset,
@@ -315,14 +376,11 @@ class OdrpCn : public CnSide {
   // Load on the CN's one pipelined chain: a request flushed behind another's
   // fault retries on the rebuilt chain.
   Task<Status> Pipelined(ChainKind kind, Lane& lane, const Chunk& chunk, uint64_t local_addr);
-  uint32_t LanesOf(ChainKind kind) const {
-    return kind == ChainKind::kLoad          ? load_lanes_
-           : kind == ChainKind::kMappedStore ? store_lanes_
-                                             : 1;
-  }
-  // Rebuilds `pc` once per fault, whichever of its flushed requests comes first.
-  // Returns the request the old chain refused (ChainReport::refused_request).
-  Task<uint64_t> RebuildShared(PooledChain& pc, uint64_t gen, uint64_t tt_addr);
+  uint32_t LanesOf(ChainKind kind) const { return lanes_[static_cast<size_t>(kind)]; }
+  // Rebuilds `pc` once per fault, whichever of its flushed requests comes
+  // first. Returns that rebuild's report (a default one, refused_request =
+  // kNoRequest, when a later rebuild replaced it already).
+  Task<ChainReport> RebuildShared(PooledChain& pc, uint64_t gen, uint64_t tt_addr);
   Status Refused(Lane& lane, ChainKind kind, bool timed_out, const Status& st, const Chunk& chunk);
   // The CN's swap pages: a bitmap of those mapped (or being mapped) in its TT.
   bool TakeSwapPage(uint64_t* index);
@@ -337,9 +395,9 @@ class OdrpCn : public CnSide {
   fabric::Node* node_;
   fabric::Runtime* rt_;
   Ps timeout_;
-  uint32_t chains_per_kind_;  // knob chains_per_kind (all kinds but Load)
-  uint32_t load_lanes_;       // knob load_lanes
-  uint32_t store_lanes_;      // knob mapped_store_lanes
+  // Knobs load_lanes, unmapped_store_lanes, mapped_store_lanes,
+  // invalidate_lanes, by ChainKind.
+  uint32_t lanes_[kChainKinds] = {};
   uint64_t swap_pages_;
   fabric::Pd* pd_ = nullptr;
   const CnTable* table_ = nullptr;
@@ -348,7 +406,7 @@ class OdrpCn : public CnSide {
   uint64_t swap_hint_ = 0;
   bool saw_empty_ = false;  // the last dequeue found the MN's queue empty
   std::vector<std::unique_ptr<Group>> groups_;
-  fabric::Mr* hdr_mr_ = nullptr;   // kChainKinds x chains_per_kind_ request headers
+  fabric::Mr* hdr_mr_ = nullptr;   // one request header per lane of every kind
   fabric::Cq* lane_cq_ = nullptr;  // the lanes' state QPs' CQ (never used)
   KindPool pools_[kChainKinds];
   fabric::CpuCost cost_qp_modify_;
