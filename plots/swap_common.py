@@ -22,7 +22,7 @@ import style as S  # noqa: E402
 KEYS = ["system", "variant", "app", "tasks", "local", "scale", "cover"]
 METRICS = ["job_s_mean", "job_s_max", "sync_lat_us_mean", "sync_lat_us_p99", "mem_util",
            "mn_cpu_peak", "mn_cpu_mean", "alloc_lat_us_mean", "segment_allocs", "major_faults",
-           "stamp_mismatches"]
+           "stamp_mismatches", "working_set_pages"]
 
 
 def load(res, name):

@@ -6,6 +6,7 @@ tests (not a simulation):
     OUT/figure-9/   figure-9.csv (1..48 tasks), compare.csv
     OUT/ablation/   ablation.csv, compare.csv
     OUT/figure-8/   figure-8.csv (4 apps x 2 local ratios + 100% local), compare.csv
+    OUT/scale-invariance/  scale-invariance.csv (3 scales, 8 tasks), compare.csv
 
 usage: make_swap_fixtures.py OUT_DIR
 """
@@ -17,7 +18,8 @@ import sys
 COLS = ["figure", "system", "variant", "op", "cns", "mn_cores", "seed", "app", "tasks", "local",
         "scale", "cover", "knobs", "job_s_mean", "job_s_max", "sync_lat_us_mean",
         "sync_lat_us_p99", "mem_util", "mn_cpu_peak", "mn_cpu_mean", "alloc_lat_us_mean",
-        "segment_allocs", "major_faults", "stamp_mismatches", "lat_us_mean"]
+        "segment_allocs", "major_faults", "working_set_pages", "stamp_mismatches",
+        "lat_us_mean"]
 COMPARE = ["figure", "label", "system", "variant", "op", "threads", "param", "param_value",
            "metric", "paper", "ours", "ratio", "verdict", "where", "note"]
 SYSTEMS = [("static_mr", "1GB", 1.0, 0.45, 0.0), ("rpc_mw", "type1-1MB", 1.17, 0.95, 0.36),
@@ -42,7 +44,7 @@ def row(name, system, variant, time, util, cpu, app="kmeans", tasks=48, local=0.
             "sync_lat_us_p99": f"{6 + 2 * time:.6g}", "mem_util": f"{util:.6g}",
             "mn_cpu_peak": f"{cpu:.6g}", "mn_cpu_mean": f"{cpu / 2:.6g}",
             "alloc_lat_us_mean": "10", "segment_allocs": "100", "major_faults": "1000",
-            "stamp_mismatches": "0"}
+            "stamp_mismatches": "0", "working_set_pages": "1029"}
 
 
 def cmp(name, label, system, variant, metric, paper, ours, param="", value="", rel=""):
@@ -88,6 +90,15 @@ def main(argv):
             "kmeans-32g;0.25", rel="1GB"),
         cmp("figure-8", "s", "static_mr", "1GB", "mem_util", 0.45, 0.45, "app;local",
             "kmeans-32g;0.5")])
+    rows = []
+    for sc in (1 / 2048, 1 / 512, 1 / 128):
+        for s, v, t, u, c in SYSTEMS:
+            r = row("scale-invariance", s, v, t * sc * 512, u, c, tasks=8)
+            r.update(scale=f"{sc:.6g}", cns=1, working_set_pages=f"{round(1029 * sc * 512)}",
+                     major_faults=f"{round(150 * 1029 * sc * 512 * 8)}")
+            rows.append(r)
+    write(f"{out}/scale-invariance/scale-invariance.csv", COLS, rows)
+    write(f"{out}/scale-invariance/compare.csv", COMPARE, [])
     return 0
 
 
