@@ -1,6 +1,6 @@
 // finemem: the protocol is described in finemem.h, the bits in finemem_layout.h;
-// the MN side is finemem_mn.cc, the CN side finemem_cn.cc. Here: AsyncMutex
-// and the registration.
+// the MN side is finemem_mn.cc, the CN side finemem_cn.cc. Here: the
+// registration.
 #include "systems/finemem/finemem.h"
 
 #include <algorithm>
@@ -14,27 +14,6 @@
 #include "systems/registry.h"
 
 namespace dmb::systems {
-
-// ---- AsyncMutex ----------------------------------------------------------------
-
-namespace finemem {
-
-void AsyncMutex::Unlock() {
-  if (waiters_.empty()) {
-    locked_ = false;
-    return;
-  }
-  const std::coroutine_handle<> next = waiters_.front();
-  waiters_.pop_front();
-  rt_->Spawn(Resume(next));  // the lock stays taken: it passes to `next`
-}
-
-Task<void> AsyncMutex::Resume(std::coroutine_handle<> h) {
-  h.resume();
-  co_return;
-}
-
-}  // namespace finemem
 
 // ---- Registration --------------------------------------------------------------
 

@@ -63,31 +63,6 @@ namespace finemem {
 // Pre-bound type-1 windows and the CNs' CAS on the bitmap.
 inline const std::vector<std::string> kNeeds = {"mw_type1", "atomics"};
 
-// A FIFO lock for MN coroutines (regeneration vs recovery on one chunk).
-class AsyncMutex {
- public:
-  explicit AsyncMutex(fabric::Runtime* rt) : rt_(rt) {}
-  struct Awaiter {
-    AsyncMutex* m;
-    bool await_ready() noexcept {
-      if (m->locked_) return false;
-      m->locked_ = true;
-      return true;
-    }
-    void await_suspend(std::coroutine_handle<> h) { m->waiters_.push_back(h); }
-    void await_resume() noexcept {}
-  };
-  Awaiter Lock() { return Awaiter{this}; }
-  // Hands the lock to the next waiter (resumed from the runtime, not inline).
-  void Unlock();
-
- private:
-  static Task<void> Resume(std::coroutine_handle<> h);
-  fabric::Runtime* rt_;
-  bool locked_ = false;
-  std::deque<std::coroutine_handle<>> waiters_;
-};
-
 }  // namespace finemem
 
 struct FineMemMnStats {
@@ -144,7 +119,7 @@ class FineMemMn : public MnBase {
   std::vector<fabric::Mw*> windows_;  // 2 per chunk
   Ps regen_period_ = 0;
   Ps regen_origin_ = 0;
-  finemem::AsyncMutex maint_;  // one MN coroutine at a time rotates a chunk's keys
+  CoMutex maint_;  // one MN coroutine at a time rotates a chunk's keys
   fabric::CpuCost cost_scan_;
   fabric::CpuCost cost_recover_;
   FineMemMnStats fm_stats_;

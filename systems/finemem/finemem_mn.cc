@@ -14,8 +14,7 @@ namespace dmb::systems {
 
 // ---- MN side -------------------------------------------------------------------
 
-FineMemMn::FineMemMn(const Deployment& d, const Knobs& k)
-    : MnBase(d, k), maint_(&d.cluster->runtime()) {
+FineMemMn::FineMemMn(const Deployment& d, const Knobs& k) : MnBase(d, k) {
   regen_period_ = static_cast<Ps>(k.Int("regen_period_us")) * kPsPerUs;
   cost_scan_ = node_->Cost("finemem.scan_per_chunk");
   cost_recover_ = node_->Cost("finemem.recover_per_entry");
