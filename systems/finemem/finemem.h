@@ -47,7 +47,6 @@
 
 #include <coroutine>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <optional>
 #include <vector>
