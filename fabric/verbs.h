@@ -183,20 +183,31 @@ class Mw {
 };
 
 // One completion consumer. Awaiting Next() suspends until a completion is
-// available and returns it; completions are delivered in order.
+// available and returns it; completions are delivered in order. A coroutine
+// destroyed while it awaits Next() (a runtime shut down with work in
+// flight) leaves the CQ's list of waiters: nothing is resumed in a freed
+// frame, and the CQ can be destroyed afterwards.
 class Cq {
  public:
   struct Waiter {
     std::coroutine_handle<> handle;
     WorkCompletion wc;
     Waiter* next = nullptr;
+    bool queued = false;  // on the CQ's list (the backend clears it when it hands a completion)
   };
   struct NextAwaiter {
     Cq* cq;
     Waiter waiter;
+    explicit NextAwaiter(Cq* c) : cq(c) {}
+    NextAwaiter(const NextAwaiter&) = delete;
+    NextAwaiter& operator=(const NextAwaiter&) = delete;
+    ~NextAwaiter() {
+      if (waiter.queued) cq->RemoveWaiter(&waiter);
+    }
     bool await_ready() { return cq->TryPop(&waiter.wc); }
     void await_suspend(std::coroutine_handle<> h) {
       waiter.handle = h;
+      waiter.queued = true;
       cq->AddWaiter(&waiter);
     }
     WorkCompletion await_resume() { return waiter.wc; }
@@ -211,11 +222,24 @@ class Cq {
   virtual uint64_t successful_completions() const = 0;
   // Non-blocking poll; returns how many were written.
   virtual int Poll(std::span<WorkCompletion> out) = 0;
-  NextAwaiter Next() { return NextAwaiter{this, {}}; }
+  NextAwaiter Next() { return NextAwaiter(this); }
 
  protected:
   virtual bool TryPop(WorkCompletion* wc) = 0;
   virtual void AddWaiter(Waiter* w) = 0;
+  virtual void RemoveWaiter(Waiter* w) = 0;
+  // The backends' FIFO of waiters (head .. tail, linked by next): takes `w`
+  // out wherever it is and clears its `queued`.
+  static void UnlinkWaiter(Waiter** head, Waiter** tail, Waiter* w) {
+    Waiter* prev = nullptr;
+    for (Waiter* p = *head; p != nullptr; prev = p, p = p->next) {
+      if (p != w) continue;
+      (prev ? prev->next : *head) = p->next;
+      if (*tail == p) *tail = prev;
+      p->queued = false;
+      return;
+    }
+  }
 };
 
 struct QpInitAttr {

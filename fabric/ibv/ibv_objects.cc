@@ -160,6 +160,7 @@ void IbvCq::Wake() {
     Waiter* w = head_;
     head_ = w->next;
     if (!head_) tail_ = nullptr;
+    w->queued = false;
     w->wc = ready_.front();
     ready_.pop_front();
     node_->cluster()->rt().Ready(w->handle);

@@ -126,6 +126,7 @@ class IbvCq : public Cq {
  protected:
   bool TryPop(WorkCompletion* wc) override;
   void AddWaiter(Waiter* w) override;
+  void RemoveWaiter(Waiter* w) override { UnlinkWaiter(&head_, &tail_, w); }
 
  private:
   int PollDevice();

@@ -103,6 +103,35 @@ TEST_F(DestroyTest, CqGoesOnlyAfterItsQpsAndWaitsNamingItFail) {
   EXPECT_EQ(Exec(ctrl, cq, wait).status, WcStatus::kLocQpOpErr);
 }
 
+// Coroutines destroyed while they await a CQ (a runtime shut down with
+// requests in flight, as a testbed's teardown does) leave its waiters: the
+// CQ can then be destroyed (the onesided_mw swap runs that ended with an allocation in flight threw
+// "cq is still used ... or awaited" from ~AllocClient before).
+TEST_F(DestroyTest, ACoroutineDestroyedWhileAwaitingACqLeavesItsWaiters) {
+  Cq* cq = cn_->CreateCq(8);
+  int resumed = 0;
+  auto waiter = [](Cq* c, int* r) -> Task<void> {
+    (void)co_await c->Next();
+    ++*r;
+  };
+  sim().Spawn(waiter(cq, &resumed));
+  sim().Spawn(waiter(cq, &resumed));
+  RunAll();  // both suspend in Next()
+  EXPECT_THROW(cn_->DestroyCq(cq), VerbsError) << "awaited";
+  sim().Shutdown();  // destroys both suspended tasks
+  EXPECT_NO_THROW(cn_->DestroyCq(cq));
+  EXPECT_EQ(resumed, 0);
+  // Another CQ, awaited after the shutdown, still hands its completion over.
+  Cq* kept = cn_->CreateCq(8);
+  Qp* loop = MakeQp(cn_, cn_pd_, kept);
+  cluster_->Connect(loop, loop);
+  sim().Spawn(waiter(kept, &resumed));
+  RunAll();
+  ASSERT_EQ(loop->PostSend(SendWr{.opcode = Opcode::kNop, .flags = kSignaled}), 0);
+  RunAll();
+  EXPECT_EQ(resumed, 1);
+}
+
 TEST_F(DestroyTest, CreateDestroyCyclesKeepNodeMemoryFlat) {
   uint64_t in_use = 0, top = 0;
   for (int i = 0; i < 2000; ++i) {

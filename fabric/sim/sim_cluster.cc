@@ -80,6 +80,7 @@ void SimCq::Deliver(const fabric::WorkCompletion& wc) {
       Waiter* w = waiters_head_;
       waiters_head_ = w->next;
       if (!waiters_head_) waiters_tail_ = nullptr;
+      w->queued = false;
       w->wc = wc;
       sim.ResumeAt(w->handle, sim.now() + node_->cluster()->timing().cqe_notify);
     } else {

@@ -140,6 +140,7 @@ class SimCq : public fabric::Cq {
   friend class SimNode;
   bool TryPop(fabric::WorkCompletion* wc) override;
   void AddWaiter(Waiter* w) override;
+  void RemoveWaiter(Waiter* w) override { UnlinkWaiter(&waiters_head_, &waiters_tail_, w); }
 
  private:
   SimNode* node_;
