@@ -38,11 +38,9 @@ def main(argv):
     keys = S.sort_keys(list(dict.fromkeys(rows["key"])))
     xmax = rows["x"].max()
     for ax, (metric, ylabel, div) in zip(axes, panels):
+        W.lines(ax, rows, keys, metric, div)
         for key in keys:
-            g = rows[rows["key"] == key].sort_values("x")
-            ax.plot(g["x"], g[metric] / div, color=S.color(key), marker=S.marker(key),
-                    label=S.label(key), zorder=3)
-            r = g.iloc[-1]
+            r = rows[rows["key"] == key].sort_values("x").iloc[-1]
             m = marks.get((r["system"], r["variant"], metric))
             ref = rows[(rows["system"] == "static_mr") & (rows["x"] == xmax)][metric]
             if m and m[1] and len(ref):
@@ -53,14 +51,8 @@ def main(argv):
         ax.set_ylabel(ylabel)
         ax.set_ylim(0, None)
         ax.grid(linewidth=0.3, zorder=0)
-    for ax, t in zip(axes, ["(a) execution time", "(b) MN CPU", "(c) memory utilization"]):
-        ax.set_title(t, fontsize=8)
-    handles = [S.series_handle(k) for k in keys] + S.paper_handles(True, True)
-    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=6,
-               frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 0.88))
-    for p in S.savefig(fig, os.path.join(out, NAME)):
-        print(C.display_path(p))
+    W.finish(fig, axes, ["(a) execution time", "(b) MN CPU", "(c) memory utilization"],
+             [S.series_handle(k) for k in keys] + S.paper_handles(True, True), out, NAME)
 
 
 if __name__ == "__main__":

@@ -48,10 +48,9 @@ def main(argv):
               ("faults_per_page", "major faults per WS page")]
     keys = S.sort_keys(list(dict.fromkeys(rows["key"])))
     for ax, (metric, ylabel) in zip(axes, panels):
+        W.lines(ax, rows, keys, metric)
         for key in keys:
             g = rows[rows["key"] == key].sort_values("x")
-            ax.plot(g["x"], g[metric], color=S.color(key), marker=S.marker(key),
-                    label=S.label(key), zorder=3)
             ref = g[g["x"] == REF_SCALE][metric]
             if metric == "t_ratio" and len(ref):
                 y = float(ref.iloc[0])
@@ -65,14 +64,8 @@ def main(argv):
         ax.margins(y=0.1)
         ax.set_ylim(0, None)
         ax.grid(linewidth=0.3, zorder=0)
-    for ax, t in zip(axes, ["(a) time ratio", "(b) utilization", "(c) trace shape"]):
-        ax.set_title(t, fontsize=8)
-    handles = [S.series_handle(k) for k in keys]
-    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=6,
-               frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 0.88))
-    for p in S.savefig(fig, os.path.join(out, NAME)):
-        print(C.display_path(p))
+    W.finish(fig, axes, ["(a) time ratio", "(b) utilization", "(c) trace shape"],
+             [S.series_handle(k) for k in keys], out, NAME)
 
 
 if __name__ == "__main__":

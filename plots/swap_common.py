@@ -95,3 +95,21 @@ def legend(fig, any_paper=True):
     if any_paper:
         fig.legend(handles=S.paper_handles(absolute=True, relative=True), loc="upper right",
                    fontsize=6, frameon=False)
+
+def lines(ax, rows, keys, metric, div=1.0):
+    """One line per approach in `keys` (rows' key), over rows' column x."""
+    for key in keys:
+        g = rows[rows["key"] == key].sort_values("x")
+        ax.plot(g["x"], g[metric] / div, color=S.color(key), marker=S.marker(key),
+                label=S.label(key), zorder=3)
+
+
+def finish(fig, axes, titles, handles, out, name):
+    """Panel titles, one legend row on top, then NAME.png/.pdf in `out`."""
+    for ax, t in zip(axes, titles):
+        ax.set_title(t, fontsize=8)
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=6,
+               frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.88))
+    for p in S.savefig(fig, os.path.join(out, name)):
+        print(C.display_path(p))
