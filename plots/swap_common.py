@@ -69,21 +69,27 @@ def bars(ax, rows, metric, ylabel, marks=None, base=None, ref=None, fmt="{:.2f}"
     finite = sorted(v for v in vals if v == v)
     med = finite[len(finite) // 2] if finite else 0
     cap = 4 * med if med > 0 and finite[-1] > 4 * med else None
-    top = 0.0
+    drawn = []  # (x, shown height, value, paper y or None)
     for x, v, (_, r) in zip(xs, vals, rows.iterrows()):
         if v != v:
             continue
         shown = min(v, cap) if cap else v
         ax.bar(x, shown, width=0.7, color=S.color(r["key"]), edgecolor="black",
                linewidth=0.5, zorder=3, hatch="//" if shown < v else "")
-        ax.text(x, shown, fmt.format(v), ha="center", va="bottom", fontsize=6, zorder=4)
-        top = max(top, shown)
         m = (marks or {}).get((r["system"], r["variant"], metric))
+        y = None
         if m:
             y = m[0] * ref if m[1] and ref is not None else (None if m[1] else m[0])
             if y is not None:
                 S.draw_paper(ax, x, y, relative=m[1])
-                top = max(top, y)
+        drawn.append((x, shown, v, y))
+    top = max([d[1] for d in drawn] + [d[3] for d in drawn if d[3] is not None] + [0.0])
+    for x, shown, v, y in drawn:
+        # A paper marker just above the bar would cover the value: write it
+        # above the marker instead.
+        over = y is not None and shown <= y <= shown + 0.12 * top
+        ax.annotate(fmt.format(v), (x, y if over else shown), xytext=(0, 4 if over else 0),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=6, zorder=7)
     ax.set_xticks(xs)
     ax.set_xticklabels([S.label(k) for k in rows["key"]], rotation=35, ha="right", fontsize=6)
     ax.set_ylabel(ylabel)
@@ -95,6 +101,7 @@ def legend(fig, any_paper=True):
     if any_paper:
         fig.legend(handles=S.paper_handles(absolute=True, relative=True), loc="upper right",
                    fontsize=6, frameon=False)
+
 
 def lines(ax, rows, keys, metric, div=1.0):
     """One line per approach in `keys` (rows' key), over rows' column x."""
