@@ -115,7 +115,7 @@ Task<fabric::WorkCompletion> CnBase::Exec(Lane& lane, fabric::SendWr wr) {
 Task<Result<RpcReply>> CnBase::Call(Lane& lane, const RpcRequest& req) {
   Result<RpcReply> out;
   if (lane.broken()) {
-    out.status = Status(Code::kLaneBroken, "lane QP is in the error state; RecoverLane first");
+    out.status = LaneBroken();
     co_return out;
   }
   auto& mem = node_->memory();
@@ -218,12 +218,16 @@ Status CnBase::FromWc(const fabric::WorkCompletion& wc, const char* what) {
   }
 }
 
+Status CnBase::LaneBroken() {
+  return Status(Code::kLaneBroken, "lane QP is in the error state; RecoverLane first");
+}
+
 Task<Status> CnBase::OneSided(Opcode op, Lane& lane, const Chunk& chunk, uint64_t offset,
                               uint32_t length, uint64_t local_addr) {
   Status st = CheckIo(lane, chunk, offset, length, local_addr);
   if (!st.ok()) co_return st;
   if (lane.broken()) {
-    co_return Status(Code::kLaneBroken, "lane QP is in the error state; RecoverLane first");
+    co_return LaneBroken();
   }
   fabric::SendWr wr;
   wr.opcode = op;

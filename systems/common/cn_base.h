@@ -47,6 +47,8 @@ class CnBase : public CnSide {
   Status CheckIo(const Lane& lane, const Chunk& chunk, uint64_t offset, uint32_t length,
                  uint64_t local_addr) const;
   static Status FromWc(const fabric::WorkCompletion& wc, const char* what);
+  // kLaneBroken for a lane whose QP is in ERR, saying how to go on.
+  static Status LaneBroken();
   Task<Status> OneSided(fabric::Opcode op, Lane& lane, const Chunk& chunk, uint64_t offset,
                         uint32_t length, uint64_t local_addr);
 

@@ -66,8 +66,4 @@ inline Capabilities FineMemCaps(const Knobs& k) {
   return c;
 }
 
-inline Status LaneBroken() {
-  return Status(Code::kLaneBroken, "lane QP is in the error state; RecoverLane first");
-}
-
 }  // namespace dmb::systems
