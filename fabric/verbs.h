@@ -182,29 +182,37 @@ class Mw {
   virtual Pd* pd() const = 0;
 };
 
-// One completion consumer. Awaiting Next() suspends until a completion is
-// available and returns it; completions are delivered in order. A coroutine
-// destroyed while it awaits Next() (a runtime shut down with work in
-// flight) leaves the CQ's list of waiters: nothing is resumed in a freed
-// frame, and the CQ can be destroyed afterwards.
+// Completion consumers. Awaiting Next() suspends until a completion is
+// available and returns it; completions are delivered in order. Awaiting
+// NextFor(wr_id) returns the completion of that one WR: several coroutines
+// can then keep WRs in flight on one QP (as a real application demultiplexes
+// ibv_poll_cq by wr_id), each woken by its own completion. A completion goes
+// to the oldest waiter that wants it; one nobody waits for stays queued
+// (Poll, Next or a later NextFor of its wr_id takes it). A coroutine
+// destroyed while it awaits (a runtime shut down with work in flight) leaves
+// the CQ's list of waiters: nothing is resumed in a freed frame, and the CQ
+// can be destroyed afterwards.
 class Cq {
  public:
+  static constexpr uint64_t kAnyWrId = ~uint64_t{0};
   struct Waiter {
     std::coroutine_handle<> handle;
     WorkCompletion wc;
     Waiter* next = nullptr;
+    uint64_t wr_id = kAnyWrId;  // the WR whose completion it awaits (kAnyWrId: the next one)
     bool queued = false;  // on the CQ's list (the backend clears it when it hands a completion)
+    bool Wants(const WorkCompletion& c) const { return wr_id == kAnyWrId || wr_id == c.wr_id; }
   };
   struct NextAwaiter {
     Cq* cq;
     Waiter waiter;
-    explicit NextAwaiter(Cq* c) : cq(c) {}
+    NextAwaiter(Cq* c, uint64_t wr_id) : cq(c) { waiter.wr_id = wr_id; }
     NextAwaiter(const NextAwaiter&) = delete;
     NextAwaiter& operator=(const NextAwaiter&) = delete;
     ~NextAwaiter() {
       if (waiter.queued) cq->RemoveWaiter(&waiter);
     }
-    bool await_ready() { return cq->TryPop(&waiter.wc); }
+    bool await_ready() { return cq->TryPop(&waiter.wc, waiter.wr_id); }
     void await_suspend(std::coroutine_handle<> h) {
       waiter.handle = h;
       waiter.queued = true;
@@ -222,10 +230,12 @@ class Cq {
   virtual uint64_t successful_completions() const = 0;
   // Non-blocking poll; returns how many were written.
   virtual int Poll(std::span<WorkCompletion> out) = 0;
-  NextAwaiter Next() { return NextAwaiter(this); }
+  NextAwaiter Next() { return NextAwaiter(this, kAnyWrId); }
+  NextAwaiter NextFor(uint64_t wr_id) { return NextAwaiter(this, wr_id); }
 
  protected:
-  virtual bool TryPop(WorkCompletion* wc) = 0;
+  // Takes the oldest queued completion `wr_id` wants (kAnyWrId: the oldest).
+  virtual bool TryPop(WorkCompletion* wc, uint64_t wr_id) = 0;
   virtual void AddWaiter(Waiter* w) = 0;
   virtual void RemoveWaiter(Waiter* w) = 0;
   // The backends' FIFO of waiters (head .. tail, linked by next): takes `w`
@@ -239,6 +249,15 @@ class Cq {
       p->queued = false;
       return;
     }
+  }
+  // The oldest waiter that wants `wc`, taken off the list; nullptr if none.
+  static Waiter* TakeWaiterFor(Waiter** head, Waiter** tail, const WorkCompletion& wc) {
+    for (Waiter* p = *head; p != nullptr; p = p->next) {
+      if (!p->Wants(wc)) continue;
+      UnlinkWaiter(head, tail, p);
+      return p;
+    }
+    return nullptr;
   }
 };
 

@@ -10,8 +10,12 @@
 // Threads and lanes: an application thread owns an AccessGroup, a set of
 // lanes. A lane is one RC QP from the CN to the MN (plus its CQ); a chunk is
 // allocated for a group and is usable through every lane of that group (with
-// type-2 MWs, through no other QP). All calls on one group are made by one
-// thread at a time: a lane has at most one operation outstanding.
+// type-2 MWs, through no other QP). Reads and Writes may be in flight
+// together on one lane, up to caps().lane_depth of them (a QP keeps several
+// WRs outstanding; each operation waits for its own completion). Alloc, Free,
+// Extend and RecoverLane need their lane to themselves: with
+// control_on_lane0, nothing else is outstanding on lane 0 while Alloc or Free
+// runs.
 //
 // Timing rule: nothing here holds a latency. Costs come from the verbs posted
 // and from CPU work declared with named costs (Node::Cost).
@@ -46,7 +50,10 @@ struct Capabilities {
   bool mn_cpu_on_alloc = false;   // does an allocation/free run on the MN CPU?
   bool mn_cpu_on_access = false;  // does a read/write?
   int max_group_lanes = 16;       // lanes per access group
-  bool leases = false;            // chunks expire unless extended (Extend)
+  // Reads and Writes one lane may have in flight at once: the QP's initiator
+  // depth for READs (QpInitAttr::max_rd_atomic), which every lane QP keeps.
+  uint32_t lane_depth = 16;
+  bool leases = false;  // chunks expire unless extended (Extend)
   // Alloc and Free use the group's lane 0 (its RPC request/reply slots, or
   // chains hosted there): no other operation may be outstanding on lane 0
   // meanwhile. False: they use QPs of their own (OneSidedMW's Alloc/Free

@@ -94,6 +94,69 @@ TEST_P(Conformance, DataWrittenIsReadBackAtEveryOffsetAndSize) {
   std::cout << "[ " << GetParam() << " ] " << checked << " (offset, size) shapes read back\n";
 }
 
+// caps().lane_depth Reads and Writes in flight on one lane: each gets its
+// own completion and its own bytes, and they overlap (the lane is a QP that
+// keeps WRs outstanding, not a mutex).
+TEST_P(Conformance, OperationsInFlightTogetherOnOneLaneEachGetTheirOwnResult) {
+  constexpr uint32_t kOps = 8;
+  Testbed tb(SuiteSpec(GetParam(), 1));
+  AccessGroup* g = nullptr;
+  std::vector<Chunk> chunks;  // as many as kOps I/Os of `len` need
+  uint32_t len = 0;
+  tb.Run([](Testbed& tb, AccessGroup** g, std::vector<Chunk>* chunks, uint32_t* len) -> Task<void> {
+    CnSide& cn = tb.cn(0);
+    *len = cn.caps().fixed_io_bytes ? cn.caps().fixed_io_bytes : 4096;
+    *g = co_await cn.OpenGroup(1, 2 * kOps * *len);
+    const uint64_t n =
+        (kOps * *len + cn.caps().granularity_bytes - 1) / cn.caps().granularity_bytes;
+    for (uint64_t i = 0; i < n; ++i) {
+      auto r = co_await cn.Alloc(**g);
+      CO_ASSERT_OK(r.status);
+      chunks->push_back(r.value);
+    }
+  }(tb, &g, &chunks, &len));
+  ASSERT_NE(g, nullptr);
+  ASSERT_FALSE(chunks.empty());
+  CnSide& cn = tb.cn(0);
+  ASSERT_GE(cn.caps().lane_depth, kOps);
+  auto& mem = cn.node()->memory();
+  // I/O i: bytes [i x len, +len) of the chunks laid end to end.
+  auto io = [](CnSide& cn, AccessGroup* g, const std::vector<Chunk>* chunks, uint32_t i,
+               uint32_t len, bool write) -> Task<void> {
+    const uint64_t at = uint64_t{i} * len, per = chunks->front().bytes;
+    const Chunk& c = (*chunks)[at / per];
+    const uint64_t local = g->buffer_addr() + (write ? i : kOps + i) * len;
+    Status st;  // (gcc 12: no co_await inside a conditional expression)
+    if (write) {
+      st = co_await cn.Write(g->lane(0), c, at % per, len, local);
+    } else {
+      st = co_await cn.Read(g->lane(0), c, at % per, len, local);
+    }
+    EXPECT_TRUE(st.ok()) << (write ? "WRITE " : "READ ") << i << ": " << st.ToString();
+  };
+  auto batch = [&](uint32_t n, bool write) {
+    std::vector<Task<void>> ops;
+    for (uint32_t i = 0; i < n; ++i) ops.push_back(io(cn, g, &chunks, i, len, write));
+    const Ps t0 = tb.now();
+    tb.RunAll(std::move(ops));
+    return tb.now() - t0;
+  };
+  for (uint32_t i = 0; i < kOps; ++i) FillPattern(mem, g->buffer_addr() + i * len, len, 100 + i);
+  const Ps one_write = batch(1, true);
+  const Ps writes = batch(kOps, true);
+  mem.Fill(g->buffer_addr() + kOps * len, 0, kOps * len);
+  const Ps reads = batch(kOps, false);
+  for (uint32_t i = 0; i < kOps; ++i) {
+    EXPECT_TRUE(HasPattern(mem, g->buffer_addr() + (kOps + i) * len, len, 100 + i)) << "op " << i;
+  }
+  // One at a time, kOps operations would take kOps times one.
+  EXPECT_LT(writes, kOps * one_write / 2) << "writes did not overlap";
+  EXPECT_LT(reads, kOps * one_write / 2) << "reads did not overlap";
+  std::cout << "[ " << GetParam() << " ] 1 WRITE " << PsToUs(one_write) << " us, " << kOps
+            << " WRITEs " << PsToUs(writes) << " us, " << kOps << " READs " << PsToUs(reads)
+            << " us\n";
+}
+
 TEST_P(Conformance, ConcurrentAllocationsNeverOverlap) {
   constexpr int kCns = 3, kThreads = 6, kPerThread = 4;
   Testbed tb(SuiteSpec(GetParam(), kCns, 64ull << 20));

@@ -155,14 +155,17 @@ int IbvCq::PollDevice() {
   return n;
 }
 
+// Hands each polled completion, in order, to the oldest waiter that wants
+// it; one nobody waits for stays in ready_.
 void IbvCq::Wake() {
-  while (head_ && !ready_.empty()) {
-    Waiter* w = head_;
-    head_ = w->next;
-    if (!head_) tail_ = nullptr;
-    w->queued = false;
-    w->wc = ready_.front();
-    ready_.pop_front();
+  for (auto it = ready_.begin(); head_ && it != ready_.end();) {
+    Waiter* w = TakeWaiterFor(&head_, &tail_, *it);
+    if (!w) {
+      ++it;
+      continue;
+    }
+    w->wc = *it;
+    it = ready_.erase(it);
     node_->cluster()->rt().Ready(w->handle);
   }
 }
@@ -178,7 +181,7 @@ int IbvCq::Pump() {
 // run without ever returning to the loop, and every Task hand-off that the
 // compiler does not turn into a tail call (ASan builds) would then grow the
 // stack until it overflows. One loop turn per completion is cheap.
-bool IbvCq::TryPop(WorkCompletion*) { return false; }
+bool IbvCq::TryPop(WorkCompletion*, uint64_t) { return false; }
 
 void IbvCq::AddWaiter(Waiter* w) {
   w->next = nullptr;

@@ -124,7 +124,7 @@ class IbvCq : public Cq {
   bool awaited() const { return head_ != nullptr; }
 
  protected:
-  bool TryPop(WorkCompletion* wc) override;
+  bool TryPop(WorkCompletion* wc, uint64_t wr_id) override;
   void AddWaiter(Waiter* w) override;
   void RemoveWaiter(Waiter* w) override { UnlinkWaiter(&head_, &tail_, w); }
 

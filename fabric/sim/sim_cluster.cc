@@ -48,11 +48,14 @@ int SimCq::Poll(std::span<fabric::WorkCompletion> out) {
   return n;
 }
 
-bool SimCq::TryPop(fabric::WorkCompletion* wc) {
-  if (entries_.empty()) return false;
-  *wc = entries_.front();
-  entries_.pop_front();
-  return true;
+bool SimCq::TryPop(fabric::WorkCompletion* wc, uint64_t wr_id) {
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (wr_id != kAnyWrId && it->wr_id != wr_id) continue;
+    *wc = *it;
+    entries_.erase(it);
+    return true;
+  }
+  return false;
 }
 
 void SimCq::AddWaiter(Waiter* w) {
@@ -76,11 +79,7 @@ void SimCq::Deliver(const fabric::WorkCompletion& wc) {
   ok_ += wc.status == WcStatus::kSuccess;
   Simulator& sim = node_->cluster()->sim();
   if (!ignore_overrun_) {
-    if (waiters_head_) {
-      Waiter* w = waiters_head_;
-      waiters_head_ = w->next;
-      if (!waiters_head_) waiters_tail_ = nullptr;
-      w->queued = false;
+    if (Waiter* w = TakeWaiterFor(&waiters_head_, &waiters_tail_, wc)) {
       w->wc = wc;
       sim.ResumeAt(w->handle, sim.now() + node_->cluster()->timing().cqe_notify);
     } else {

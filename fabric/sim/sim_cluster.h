@@ -138,7 +138,7 @@ class SimCq : public fabric::Cq {
 
  protected:
   friend class SimNode;
-  bool TryPop(fabric::WorkCompletion* wc) override;
+  bool TryPop(fabric::WorkCompletion* wc, uint64_t wr_id) override;
   void AddWaiter(Waiter* w) override;
   void RemoveWaiter(Waiter* w) override { UnlinkWaiter(&waiters_head_, &waiters_tail_, w); }
 

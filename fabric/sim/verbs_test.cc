@@ -218,6 +218,30 @@ TEST_F(VerbsTest, UnsignaledWrsProduceNoCompletionUnlessTheyFail) {
   EXPECT_EQ(cn_cq_->Poll({&more, 1}), 0);
 }
 
+// Two WRs in flight on one QP, their awaiters registered in the other
+// order: NextFor hands each its own completion (Next would give the first
+// awaiter the first completion, whoever posted it).
+TEST_F(VerbsTest, NextForRoutesEachCompletionToTheAwaiterOfItsWr) {
+  ASSERT_EQ(cn_qp_->PostSend(Write(cn_buf_, cn_mr_->lkey(), 64, mn_buf_, mn_mr_->rkey(), 1)), 0);
+  ASSERT_EQ(cn_qp_->PostSend(Read(cn_buf_ + 64, cn_mr_->lkey(), 64, mn_buf_, mn_mr_->rkey(), 2)),
+            0);
+  std::vector<uint64_t> order;  // (awaited wr_id, got wr_id) as they resume
+  auto await = [](Cq* cq, uint64_t wr_id, std::vector<uint64_t>* order) -> Task<void> {
+    const WorkCompletion wc = co_await cq->NextFor(wr_id);
+    order->push_back(wr_id * 10 + wc.wr_id);
+  };
+  sim().Spawn(await(cn_cq_, 2, &order));
+  sim().Spawn(await(cn_cq_, 1, &order));
+  sim().Run();
+  EXPECT_EQ(order, (std::vector<uint64_t>{11, 22}));
+  // A completion nobody awaited stays queued for a later NextFor.
+  ASSERT_EQ(cn_qp_->PostSend(Read(cn_buf_, cn_mr_->lkey(), 8, mn_buf_, mn_mr_->rkey(), 3)), 0);
+  sim().Run();
+  sim().Spawn(await(cn_cq_, 3, &order));
+  sim().Run();
+  EXPECT_EQ(order.back(), 33u);
+}
+
 TEST_F(VerbsTest, SendQueueLivesInNodeMemoryWithDocumentedLayout) {
   SendWr wr = Read(cn_buf_, cn_mr_->lkey(), 8, mn_buf_ + 8, mn_mr_->rkey(), 77);
   uint64_t idx = 0;

@@ -106,10 +106,7 @@ Task<fabric::WorkCompletion> CnBase::Exec(Lane& lane, fabric::SendWr wr) {
     wc.status = WcStatus::kWrFlushErr;
     co_return wc;
   }
-  for (;;) {
-    fabric::WorkCompletion wc = co_await lane.cq->Next();
-    if (wc.wr_id == wr.wr_id) co_return wc;
-  }
+  co_return co_await lane.cq->NextFor(wr.wr_id);
 }
 
 Task<Result<RpcReply>> CnBase::Call(Lane& lane, const RpcRequest& req) {
@@ -133,17 +130,16 @@ Task<Result<RpcReply>> CnBase::Call(Lane& lane, const RpcRequest& req) {
     out.status = Status(Code::kLaneBroken, "cannot post the RPC on the lane");
     co_return out;
   }
-  for (;;) {
-    const fabric::WorkCompletion wc = co_await lane.cq->Next();
-    if (wc.wr_id != r.wr_id) continue;  // the SEND's error completion, if any
-    if (wc.status != WcStatus::kSuccess) {
-      out.status = Status(Code::kLaneBroken, std::string("RPC failed: ") +
-                                                 std::string(fabric::WcStatusName(wc.status)));
-      co_return out;
-    }
-    mem.Read(lane.ctrl_addr + kRpcSlotBytes, &out.value, sizeof(RpcReply));
+  // The reply's RECV completion (the unsignaled SEND's error completion, if
+  // any, stays queued: the lane is broken then and gets a new CQ).
+  const fabric::WorkCompletion wc = co_await lane.cq->NextFor(r.wr_id);
+  if (wc.status != WcStatus::kSuccess) {
+    out.status = Status(Code::kLaneBroken,
+                        std::string("RPC failed: ") + std::string(fabric::WcStatusName(wc.status)));
     co_return out;
   }
+  mem.Read(lane.ctrl_addr + kRpcSlotBytes, &out.value, sizeof(RpcReply));
+  co_return out;
 }
 
 RpcRequest CnBase::GroupRequest(AccessGroup& g, uint32_t op) {

@@ -36,7 +36,8 @@ class CnBase : public CnSide {
  protected:
   // One RPC on `lane`. A broken lane or a failed exchange gives kLaneBroken.
   Task<Result<RpcReply>> Call(Lane& lane, const RpcRequest& req);
-  // Posts one signaled WR on `lane` and awaits its completion.
+  // Posts one signaled WR on `lane` and awaits its completion (routed by
+  // wr_id: other operations may be in flight on the lane meanwhile).
   Task<fabric::WorkCompletion> Exec(Lane& lane, fabric::SendWr wr);
   // A request carrying the group's MN-side QP numbers.
   static RpcRequest GroupRequest(AccessGroup& g, uint32_t op);
