@@ -77,10 +77,17 @@ std::vector<std::pair<std::string, double>> SwapCounters(const apps::swap::SwapR
           {"swap_reads", d(r.reads)}};
 }
 
-// ",skew=S" when the knob is set (so a default run's label is as before).
-std::string SkewLabel(const apps::swap::WorkloadKnobs& k) {
-  if (k.skew == apps::swap::WorkloadKnobs::kDefaultSkew) return "";
-  return ",skew=" + std::to_string(k.skew);
+// ",skew=S" and ",lane_depth=N" when set (so a default run's label is as
+// before).
+std::string SwapKnobsLabel(const apps::swap::SwapRunSpec& s) {
+  std::string out;
+  if (s.workload_knobs.skew != apps::swap::WorkloadKnobs::kDefaultSkew) {
+    out += ",skew=" + std::to_string(s.workload_knobs.skew);
+  }
+  if (s.lane_depth != apps::swap::SwapRunSpec{}.lane_depth) {
+    out += ",lane_depth=" + std::to_string(s.lane_depth);
+  }
+  return out;
 }
 
 Report RunSwapBench(const SwapArgs& a) {
@@ -113,7 +120,7 @@ Report RunSwapBench(const SwapArgs& a) {
               ",tasks=" + std::to_string(spec.tasks) +
               ",local=" + std::to_string(spec.local_ratio) +
               ",scale=" + std::to_string(spec.scale) + ",cover=" + spec.segment_policy +
-              SkewLabel(spec.workload_knobs) + KnobsLabel(r.knobs);
+              SwapKnobsLabel(spec) + KnobsLabel(r.knobs);
   rep.seconds = PsToS(r.run_ps);
   rep.counters = SwapCounters(r, spec.tasks);
   return rep;
@@ -165,6 +172,11 @@ void SetupSwap(CLI::App& app, BenchFn* chosen) {
                    "Segments mapped on first store and freed when empty (lazy), never freed\n"
                    "(keep), or the area mapped at start (whole)")
       ->check(OneOf({"lazy", "keep", "whole"}))
+      ->capture_default_str();
+  swap->add_option("--lane-depth", s->lane_depth,
+                   "4 KB I/Os in flight per pager lane (a QP keeps several WRs outstanding;\n"
+                   "capped by the approach's lane depth, 16); 1: one at a time")
+      ->transform(IntIn(1, 256))
       ->capture_default_str();
   swap->add_option("--trace-dir", s->trace_dir,
                    "Trace cache (default $DMB_TRACE_DIR, else ~/.cache/dmbench/traces)");

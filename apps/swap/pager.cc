@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "apps/swap/trace.h"
+#include "systems/common/wait_list.h"
 
 namespace dmb::apps::swap {
 namespace {
@@ -37,16 +38,11 @@ void RecordMismatch(PagerStats* stats, const SwapIo& io, const Stamp& got, const
 
 struct Pager::Group {
   systems::AccessGroup* group = nullptr;
-  std::vector<std::unique_ptr<systems::CoMutex>> lane_mutex;
-  systems::Lane& LaneFor(IoRole role) {
-    return group->lane(static_cast<size_t>(role) % group->size());
-  }
-  systems::CoMutex& MutexFor(IoRole role) {
-    return *lane_mutex[static_cast<size_t>(role) % group->size()];
-  }
-  uint64_t BufferFor(IoRole role) const {
-    return group->buffer_addr() + static_cast<uint64_t>(role) % group->size() * kPageBytes;
-  }
+  std::vector<std::unique_ptr<LaneSlots>> slots;              // per lane
+  std::vector<std::unique_ptr<systems::CoMutex>> recovering;  // per lane: one RecoverLane at a time
+  size_t LaneIndex(IoRole role) const { return static_cast<size_t>(role) % group->size(); }
+  systems::Lane& LaneFor(IoRole role) { return group->lane(LaneIndex(role)); }
+  LaneSlots& SlotsFor(IoRole role) { return *slots[LaneIndex(role)]; }
 };
 
 Pager::Pager(systems::CnSide& cn, fabric::Runtime& rt, const SwapMap& map, const PagerSpec& spec)
@@ -68,10 +64,16 @@ Pager::~Pager() = default;
 
 Task<Status> Pager::Open() {
   const int lanes = std::min(3, cn_.caps().max_group_lanes);
+  const uint32_t depth = lane_depth();
+  const uint64_t lane_bytes = depth * kPageBytes;
   for (uint32_t c = 0; c < spec_.cores; ++c) {
     auto g = std::make_unique<Group>();
-    g->group = co_await cn_.OpenGroup(lanes, static_cast<uint64_t>(lanes) * kPageBytes);
-    for (int i = 0; i < lanes; ++i) g->lane_mutex.push_back(std::make_unique<systems::CoMutex>());
+    g->group = co_await cn_.OpenGroup(lanes, lanes * lane_bytes);
+    for (int i = 0; i < lanes; ++i) {
+      g->slots.push_back(
+          std::make_unique<LaneSlots>(g->group->buffer_addr() + i * lane_bytes, depth));
+      g->recovering.push_back(std::make_unique<systems::CoMutex>());
+    }
     groups_.push_back(std::move(g));
   }
   co_return Status();
@@ -104,10 +106,10 @@ Task<bool> Pager::EnsureMapped(uint64_t seg) {
   s.state = SegState::kAllocating;
   Group& g = *groups_[seg % groups_.size()];
   const bool lock = cn_.caps().control_on_lane0;
-  if (lock) co_await g.lane_mutex[0]->Lock();
+  if (lock) co_await g.slots[0]->LockExclusive();
   const Ps t0 = rt_.now();
   systems::Result<systems::Chunk> r = co_await cn_.Alloc(*g.group);
-  if (lock) g.lane_mutex[0]->Unlock();
+  if (lock) g.slots[0]->UnlockExclusive();
   const bool ok = r.ok();
   if (ok) {
     stats_.alloc_lat.Record(rt_.now() - t0);
@@ -135,9 +137,9 @@ Task<void> Pager::FreeSegment(uint64_t seg) {
   s.state = SegState::kFreeing;
   Group& owner = *groups_[seg % groups_.size()];
   const bool lock = cn_.caps().control_on_lane0;
-  if (lock) co_await owner.lane_mutex[0]->Lock();
+  if (lock) co_await owner.slots[0]->LockExclusive();
   const Status st = co_await cn_.Free(*owner.group, s.chunk);
-  if (lock) owner.lane_mutex[0]->Unlock();
+  if (lock) owner.slots[0]->UnlockExclusive();
   if (st.ok()) ++stats_.frees;
   if (!st.ok()) Fail("free of segment " + std::to_string(seg) + ": " + st.ToString());
   Account();
@@ -146,21 +148,19 @@ Task<void> Pager::FreeSegment(uint64_t seg) {
   s.changed.NotifyAll();
 }
 
-// One 4 KB READ or WRITE of io.slot through the lane `role` picks; the
-// stamp of copy `version` is written into, or checked in, the lane's buffer
-// under its mutex.
+// One 4 KB READ or WRITE of io.slot through the lane `role` picks, in one
+// of the lane's page buffers (other I/Os may be in flight on the lane); the
+// stamp of copy `version` is written into, or checked in, that buffer.
 Task<void> Pager::Io(uint32_t core, uint64_t seg, SwapIo io, IoRole role, uint64_t version,
                      bool write) {
   Segment& s = *segments_[seg];
   Group& g = GroupFor(core, seg);
-  systems::CoMutex& m = g.MutexFor(role);
-  co_await m.Lock();
+  LaneSlots& slots = g.SlotsFor(role);
+  const uint64_t buf = co_await slots.Acquire();
   systems::Lane& lane = g.LaneFor(role);
-  const uint64_t buf = g.BufferFor(role);
   fabric::Memory& mem = cn_.node()->memory();
   const Stamp want{kStampMagic, cn_.cn_index(), io.cgroup, io.page, version};
-  Status st;
-  if (lane.broken()) st = co_await cn_.RecoverLane(lane);
+  Status st = co_await Recover(g, role);
   if (st.ok() && write) {
     mem.Write(buf, &want, sizeof(want));
     st = co_await cn_.Write(lane, s.chunk, table_.OffsetBytes(io.slot), kPageBytes, buf);
@@ -171,11 +171,28 @@ Task<void> Pager::Io(uint32_t core, uint64_t seg, SwapIo io, IoRole role, uint64
     mem.Read(buf, &got, sizeof(got));
     if (st.ok() && !(got == want)) RecordMismatch(&stats_, io, got, want);
   }
-  m.Unlock();
+  slots.Release(buf);
   if (!st.ok()) {
     Fail(std::string(write ? "WRITE" : "READ") + " of slot " + std::to_string(io.slot) + ": " +
          st.ToString());
   }
+}
+
+// A broken lane (its QP in ERR) is recovered once, by the first I/O that
+// finds it so; the others on the lane wait for that.
+Task<Status> Pager::Recover(Group& g, IoRole role) {
+  systems::Lane& lane = g.LaneFor(role);
+  if (!lane.broken()) co_return Status();
+  systems::CoMutex& m = *g.recovering[g.LaneIndex(role)];
+  co_await m.Lock();
+  Status st;
+  if (lane.broken()) st = co_await cn_.RecoverLane(lane);
+  m.Unlock();
+  co_return st;
+}
+
+uint32_t Pager::lane_depth() const {
+  return std::max<uint32_t>(1, std::min(spec_.lane_depth, cn_.caps().lane_depth));
 }
 
 uint64_t Pager::Pin(uint64_t slot) {

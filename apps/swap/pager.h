@@ -14,18 +14,18 @@
 // each segment by one group, segment index % groups, and every access to it
 // goes through that group ("the CN selects the appropriate QP group based on
 // the target chunk", §5.1); any other approach uses the acting core's own
-// group. A lane carries one operation at a time (MemoryManager contract): a
-// lane mutex queues the rest, so requests on one QP wait for each other as
-// they do in the QP's in-order processing.
+// group. A lane keeps up to lane_depth() 4 KB I/Os in flight, each in a page
+// buffer of its own (LaneSlots): requests on one QP overlap as a QP's WRs do
+// and are processed in order by the RNIC; more wait for a buffer.
 //
 // Segments (SegmentTable): mapped by Alloc on the owning group before the
 // first WRITE into them, freed by Free (policy lazy) when their last slot is
 // freed: no copy left and no slot of theirs in use in the swap map (a slot
 // parked in a CPU's slot cache is in use: its CPU will write there next).
-// Alloc and Free hold lane 0 of their group unless the approach says they
-// do not use it (caps.control_on_lane0). A segment is never freed while an
-// I/O or its allocation is in flight, and a WRITE into a segment being
-// freed waits and maps it again.
+// Alloc and Free hold lane 0 of their group alone (no I/O in flight on it)
+// unless the approach says they do not use it (caps.control_on_lane0). A segment is never freed
+// while an I/O or its allocation is in flight, and a WRITE into a segment being freed waits and
+// maps it again.
 //
 // Real bytes. Every swap-out writes a 4 KB page whose first 32 bytes are a
 // stamp (magic, cn, cgroup, page, version: a per-CN write counter); the pager
@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "apps/swap/cgroup_memory.h"
+#include "apps/swap/lane_slots.h"
 #include "apps/swap/segment_table.h"
 #include "fabric/histogram.h"
 #include "fabric/task.h"
@@ -67,6 +68,9 @@ struct PagerSpec {
   uint64_t segment_bytes = 0;  // a multiple of 4 KB: the approach's granularity
   SegmentPolicy policy = SegmentPolicy::kLazy;
   uint32_t cores = 1;  // groups: one per core id 0..cores-1
+  // 4 KB I/Os in flight per lane, at most caps().lane_depth (the QP's READ
+  // depth); 1: one at a time.
+  uint32_t lane_depth = 16;
 };
 
 struct PagerStats {
@@ -133,6 +137,8 @@ class Pager {
   uint64_t peak_mapped_bytes() const { return peak_mapped_segments_ * spec_.segment_bytes; }
   const PagerStats& stats() const { return stats_; }
   const SegmentTable& table() const { return table_; }
+  // I/Os in flight per lane: min(spec.lane_depth, caps().lane_depth).
+  uint32_t lane_depth() const;
 
  private:
   enum class SegState : uint8_t { kNone, kAllocating, kReady, kFreeing };
@@ -148,6 +154,7 @@ class Pager {
   Task<bool> EnsureMapped(uint64_t seg);
   Task<void> FreeSegment(uint64_t seg);
   Task<void> Io(uint32_t core, uint64_t seg, SwapIo io, IoRole role, uint64_t version, bool write);
+  Task<systems::Status> Recover(Group& g, IoRole role);
   void Fail(const std::string& what);
   void Account();
   void ReleaseOne(uint64_t slot);

@@ -253,8 +253,8 @@ void BuildCns(Run* run, const SwapRunSpec& s, uint64_t area_slots, uint64_t segm
                .rotational = s.rotational,
                .seed = s.seed * 1000003 + c};
     cs->space = std::make_unique<SwapSpace>(ss);
-    PagerSpec ps{area_slots, segment_bytes, ParseSegmentPolicy(s.segment_policy),
-                 cs->app_cores + 1};
+    PagerSpec ps{area_slots, segment_bytes, ParseSegmentPolicy(s.segment_policy), cs->app_cores + 1,
+                 s.lane_depth};
     cs->pager = std::make_unique<Pager>(*cs->cn, tb.runtime(), cs->space->map(), ps);
     run->cns.push_back(std::move(cs));
   }

@@ -60,6 +60,7 @@ struct SwapRunSpec {
   double swap_gb = 32;                  // per CN at scale 1 ([OSMW] §6)
   std::string segment_policy = "lazy";  // lazy | keep | whole (segment_table.h)
   bool rotational = false;              // the swap-slot allocator's other mode
+  uint32_t lane_depth = 16;             // 4 KB I/Os in flight per pager lane (pager.h)
   std::string trace_dir;                // trace cache ("" = none: record every time)
   uint64_t seed = 1;
   int cpu_samples = 20;

@@ -141,22 +141,23 @@ TEST(SwapRunTest, BadSpecsAreNamed) {
 
 // One CN's pager on Static-MR (1 MB chunks) over a 1,024-slot area, two
 // paging cores.
+harness::TestbedSpec PagerBed() {
+  harness::TestbedSpec t;
+  t.system = "static_mr";
+  t.knobs = {{"granularity", "1MB"}};
+  t.pool_bytes = 16ull << 20;
+  return t;
+}
+
 class PagerTest : public ::testing::Test {
  protected:
-  static harness::TestbedSpec Bed() {
-    harness::TestbedSpec t;
-    t.system = "static_mr";
-    t.knobs = {{"granularity", "1MB"}};
-    t.pool_bytes = 16ull << 20;
-    return t;
-  }
   void ExpectTwoReadsTwoWritesClean() const {
     EXPECT_EQ(pager.stats().stamp_mismatches, 0u) << pager.stats().first_mismatch;
     EXPECT_EQ(pager.stats().failures, 0u) << pager.stats().first_failure;
     EXPECT_EQ(pager.stats().reads, 2u);
     EXPECT_EQ(pager.stats().writes, 2u);
   }
-  harness::Testbed tb{Bed()};
+  harness::Testbed tb{PagerBed()};
   SwapSpace space{{.area = {.pages = 1024, .cpus = 2}}};
   Pager pager{tb.cn(0), tb.runtime(), space.map(), {1024, 1ull << 20, SegmentPolicy::kLazy, 2}};
 };
@@ -201,6 +202,94 @@ TEST_F(PagerTest, AWriteNeverWaitsForAReadOfItsOwnCopy) {
   };
   tb.Run(body());
   ExpectTwoReadsTwoWritesClean();
+}
+
+// Swaps 8 pages out at once (8 WRITEs on core 0's swap-out lane), then
+// reads them back as one readahead window (core 0's prefetch lane): how long
+// the window takes.
+Ps ReadaheadWindow(uint32_t lane_depth, PagerStats* stats) {
+  harness::Testbed tb{PagerBed()};
+  SwapSpace space{{.area = {.pages = 1024, .cpus = 2}}};
+  Pager pager{
+      tb.cn(0), tb.runtime(), space.map(), {1024, 1ull << 20, SegmentPolicy::kLazy, 2, lane_depth}};
+  auto io = [](uint64_t p) { return SwapIo{0, p, 16 + p}; };
+  tb.Run([](Pager& pager) -> Task<void> { EXPECT_TRUE((co_await pager.Open()).ok()); }(pager));
+  std::vector<Task<void>> writes;
+  for (uint64_t p = 0; p < 8; ++p)
+    writes.push_back(pager.SwapOut(0, io(p), pager.QueueWrite(io(p))));
+  tb.RunAll(std::move(writes));
+  Ps window = 0;
+  auto body = [&]() -> Task<void> {
+    const Ps t0 = tb.now();
+    for (uint64_t p = 0; p < 8; ++p) pager.Prefetch(0, io(p));
+    co_await pager.Quiesce();
+    window = tb.now() - t0;
+  };
+  tb.Run(body());
+  *stats = pager.stats();
+  return window;
+}
+
+// Fastswap posts a readahead window's READs at once on its async QP: they
+// overlap on the pager's prefetch lane, where one-at-a-time lanes queue
+// them. WRITEs in flight together each send a buffer of their own (a shared
+// one would carry the last stamp written into it: mismatches).
+TEST(PagerLanesTest, AReadaheadWindowsReadsOverlapOnTheirLane) {
+  PagerStats deep, serial;
+  const Ps deep_ps = ReadaheadWindow(16, &deep);
+  const Ps serial_ps = ReadaheadWindow(1, &serial);
+  for (const PagerStats* s : {&deep, &serial}) {
+    EXPECT_EQ(s->stamp_mismatches, 0u) << s->first_mismatch;
+    EXPECT_EQ(s->failures, 0u) << s->first_failure;
+    EXPECT_EQ(s->reads, 8u);
+    EXPECT_EQ(s->writes, 8u);
+  }
+  EXPECT_LT(deep_ps * 3, serial_ps) << PsToUs(deep_ps) << " us against " << PsToUs(serial_ps);
+  std::cout << "8-page window: " << PsToUs(deep_ps) << " us at depth 16, " << PsToUs(serial_ps)
+            << " us at depth 1\n";
+}
+
+// Depth 2. A and B hold the two buffers (until 10 and 20 us); X asks for the
+// lane alone at 1 us, C for a buffer at 2 us. X must wait for both I/Os (20
+// us), and C, although A's buffer is free at 10 us, for X (25 us): an
+// Alloc on lane 0 is not starved by a stream of I/Os.
+TEST(PagerLanesTest, AnExclusiveUserWaitsForTheLanesIoAndKeepsNewIoOut) {
+  harness::Testbed tb{PagerBed()};
+  fabric::Runtime& rt = tb.runtime();
+  LaneSlots slots(1 << 20, 2);
+  std::map<char, double> got_us;  // since the tasks started
+  std::vector<uint64_t> buffers;
+  Ps start = 0;  // the testbed sets up first
+  auto io = [&](char who, Ps after, Ps hold) -> Task<void> {
+    start = rt.now();
+    co_await rt.SleepFor(after);
+    const uint64_t b = co_await slots.Acquire();
+    got_us[who] = PsToUs(rt.now() - start);
+    buffers.push_back(b);
+    co_await rt.SleepFor(hold);
+    slots.Release(b);
+  };
+  auto exclusive = [&]() -> Task<void> {
+    co_await rt.SleepFor(UsToPs(1));
+    co_await slots.LockExclusive();
+    got_us['X'] = PsToUs(rt.now() - start);
+    EXPECT_EQ(slots.in_flight(), 0u);
+    co_await rt.SleepFor(UsToPs(5));
+    slots.UnlockExclusive();
+  };
+  std::vector<Task<void>> all;
+  all.push_back(io('A', 0, UsToPs(10)));
+  all.push_back(io('B', 0, UsToPs(20)));
+  all.push_back(exclusive());
+  all.push_back(io('C', UsToPs(2), UsToPs(1)));
+  tb.RunAll(std::move(all));
+  EXPECT_EQ(got_us['A'], 0);
+  EXPECT_EQ(got_us['B'], 0);
+  EXPECT_EQ(got_us['X'], 20);
+  EXPECT_EQ(got_us['C'], 25);
+  ASSERT_EQ(buffers.size(), 3u);
+  EXPECT_NE(buffers[0], buffers[1]);
+  for (uint64_t b : buffers) EXPECT_TRUE(b == (1 << 20) || b == (1 << 20) + kPageBytes) << b;
 }
 
 }  // namespace
