@@ -21,7 +21,11 @@
 #                    `mn`/`cn` hosts), results/NAME/ on this machine, then the plots;
 #                    ANSIBLE_ARGS="-e dmb_install=ship" etc. go to both playbooks
 #   make calibrate   check every calibration primitive against its source
-#   make bench       simulator speed (simulated WRs per wall second)
+#   make bench       simulator speed (simulated WRs per wall second, model and bare loop,
+#                    per case: microbench/sim_speed_bench.cc) into results/simulator-speed/
+#                    (the benchmark's JSON, meta.json, simulator-speed.png/.pdf), then
+#                    regenerate results/README.md. Run it on an idle machine: the rates are
+#                    wall-clock. BENCH_ARGS="--benchmark_filter=Storm" etc. go to the benchmark
 #   make format      clang-format the tree (make test checks it: ctest style.clang_format;
 #                    the style label also runs flake8 on plots/ and clang-tidy, .clang-tidy)
 #
@@ -120,8 +124,17 @@ figures: $(EXPERIMENTS)
 calibrate: release
 	./build/release/cli/dmbench calibrate
 
+BENCH_ARGS ?=
+BENCH_DIR := results/simulator-speed
 bench: release
-	./build/release/microbench/sim_speed_bench --benchmark_min_time=1
+	mkdir -p $(BENCH_DIR)
+	start=$$(date +%s.%N) && \
+	./build/release/microbench/sim_speed_bench --benchmark_format=json \
+	  --benchmark_out=$(BENCH_DIR)/simulator-speed.json $(BENCH_ARGS) && \
+	/usr/bin/python3 plots/bench_meta.py --bench $(BENCH_DIR)/simulator-speed.json \
+	  --build build/release --start $$start
+	/usr/bin/python3 plots/simulator_speed.py --results $(BENCH_DIR)
+	/usr/bin/python3 plots/results_readme.py --results results
 
 format:
 	find fabric systems harness microbench apps cli tests \( -name '*.h' -o -name '*.cc' \) -print0 | xargs -0 clang-format -i

@@ -1,6 +1,7 @@
 #include "microbench/alloc_bench.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "fabric/histogram.h"
 
@@ -80,6 +81,15 @@ Task<void> Thread(harness::Testbed* tb, uint32_t cn_i, systems::AccessGroup* g,
   ++sh->done;
 }
 
+// The simulator's running totals (zero on another backend).
+struct SimCounts {
+  uint64_t wrs = 0, events = 0;
+};
+SimCounts Counts(harness::Testbed& tb) {
+  if (tb.backend() != "sim") return {};
+  return {tb.cluster().wrs_executed(), tb.cluster().sim().events_executed()};
+}
+
 }  // namespace
 
 AllocBenchResult RunAllocBench(const AllocBenchSpec& spec) {
@@ -110,6 +120,8 @@ AllocBenchResult RunAllocBench(const AllocBenchSpec& spec) {
   tb.RunAll(std::move(open));
   const Ps busy0 = mn_cpu ? mn_cpu->busy_ps() : 0;
   const Ps t0 = tb.now();
+  const SimCounts sim0 = Counts(tb);
+  const auto wall0 = std::chrono::steady_clock::now();
   std::vector<Task<void>> threads;
   for (size_t i = 0; i < n; ++i) {
     threads.push_back(
@@ -117,6 +129,9 @@ AllocBenchResult RunAllocBench(const AllocBenchSpec& spec) {
   }
   tb.RunAll(std::move(threads));
   const Ps elapsed = tb.now() - t0;
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  const SimCounts sim1 = Counts(tb);
   AllocBenchResult r;
   r.system = spec.bed.system;
   r.knobs = tb.mm().knobs().ToString();
@@ -131,6 +146,9 @@ AllocBenchResult RunAllocBench(const AllocBenchSpec& spec) {
   r.mn_cpu_cores_busy = elapsed > 0 ? busy / static_cast<double>(elapsed) : 0;
   r.mn_cpu_busy_frac = r.mn_cpu_cores_busy / std::max(1, r.mn_cores);
   if (tb.backend() == "sim") r.trace_hash = tb.cluster().sim().trace_hash();
+  r.sim_wrs = sim1.wrs - sim0.wrs;
+  r.sim_events = sim1.events - sim0.events;
+  r.wall_s = wall_s;
   return r;
 }
 

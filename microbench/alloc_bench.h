@@ -50,6 +50,12 @@ struct AllocBenchResult {
   double mn_cpu_cores_busy = 0;  // busy / elapsed (cores' worth of work)
   double elapsed_us = 0;
   uint64_t trace_hash = 0;
+  // sim, measured phase: send WQEs the simulated RNICs started (CN and MN
+  // chain WRs), events run, and the wall-clock seconds the phase took (the
+  // simulator's own speed: sim_speed_bench).
+  uint64_t sim_wrs = 0;
+  uint64_t sim_events = 0;
+  double wall_s = 0;
 };
 
 // Throws systems::ConfigError (bad system/knob, pool too small).

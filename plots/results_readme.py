@@ -3,6 +3,9 @@
 meta.json: per experiment its title, source, git sha (and dirty flag), wall
 time, figure, and a table of every value the paper states beside ours (ratio
 to 2 decimals, verdict hit / miss / no data), hit or miss, with a summary line.
+results/simulator-speed (`make bench`) gets a section of its own: the
+simulator's WR rate per case against its bare loop and the 0.2 target, kept
+out of the paper counts.
 
 The output is deterministic: experiments in natural name order, rows in
 compare.csv order, and no timestamp but the ones meta.json carries.
@@ -18,6 +21,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common as C  # noqa: E402
+import simulator_speed as SPEED  # noqa: E402
 
 COMMAND = "make figures"
 
@@ -94,16 +98,13 @@ def metric_cell(row):
     return m + (f" ({note})" if note else "")
 
 
-def section(name, d):
-    lines = []
-    meta = C.load_meta(d)
-    meta_path = os.path.join(d, "meta.json")
+def head_lines(name, d, meta, make):
+    """The heading, and (meta.json missing) the line that says so."""
     title = (meta or {}).get("title") or name
-    lines.append(f"## {md(name)}" + (f": {md(title)}" if title != name else ""))
-    lines.append("")
+    lines = [f"## {md(name)}" + (f": {md(title)}" if title != name else ""), ""]
     if meta is None:
-        lines.append(f"- meta.json: missing or unreadable (run `make {name}`)")
-        C.warn(f"{C.display_path(meta_path)} missing or unreadable")
+        lines.append(f"- meta.json: missing or unreadable (run `{make}`)")
+        C.warn(f"{C.display_path(os.path.join(d, 'meta.json'))} missing or unreadable")
     else:
         if meta.get("source"):
             lines.append(f"- Source: {md(meta['source'])}")
@@ -111,6 +112,23 @@ def section(name, d):
         dirty = meta.get("dirty")
         dirty_s = {"true": " (dirty)", "false": " (clean)"}.get(str(dirty).lower(), "")
         lines.append(f"- Git: `{md(sha[:12])}`{dirty_s}")
+    return lines
+
+
+def figure_lines(name, d, make):
+    png = os.path.join(d, f"{name}.png")
+    if not os.path.isfile(png):
+        return [f"- Figure: not drawn yet (`{make}`)", ""]
+    pdf = f" ([PDF]({name}/{name}.pdf))" if os.path.isfile(
+        os.path.join(d, f"{name}.pdf")) else ""
+    return [f"- Figure: [{name}.png]({name}/{name}.png){pdf}", "",
+            f"![{md(name)}]({name}/{name}.png)", ""]
+
+
+def section(name, d):
+    meta = C.load_meta(d)
+    lines = head_lines(name, d, meta, f"make {name}")
+    if meta is not None:
         extra = []
         if meta.get("backend"):
             extra.append(f"backend {md(meta['backend'])}")
@@ -128,19 +146,50 @@ def section(name, d):
                   for k in ("spec_hash", "calibration_hash") if meta.get(k)]
         if hashes:
             lines.append("- Hashes: " + ", ".join(hashes))
-    png = os.path.join(d, f"{name}.png")
-    if os.path.isfile(png):
-        pdf = f" ([PDF]({name}/{name}.pdf))" if os.path.isfile(
-            os.path.join(d, f"{name}.pdf")) else ""
-        lines.append(f"- Figure: [{name}.png]({name}/{name}.png){pdf}")
-        lines.append("")
-        lines.append(f"![{md(name)}]({name}/{name}.png)")
-    else:
-        lines.append(f"- Figure: not drawn yet (`make {name}`)")
-    lines.append("")
+    lines += figure_lines(name, d, f"make {name}")
     counts = table(d, lines)
     lines.extend(findings(meta))
     return lines, counts
+
+
+def speed_section(name, d):
+    """results/simulator-speed: provenance, figure, and per case the model's and
+    the bare loop's WR rates; returns (lines, cases meeting the target, cases)."""
+    meta = C.load_meta(d)
+    lines = head_lines(name, d, meta, "make bench")
+    if meta is not None:
+        run = [f"host {md(meta.get('host') or 'unknown')}"]
+        if meta.get("cores"):
+            run.append(f"{md(meta['cores'])} cores")
+        if meta.get("build_type"):
+            run.append(f"build {md(meta['build_type'])}")
+        load = meta.get("load_avg")
+        if isinstance(load, list) and load:
+            run.append(f"load average {num(load[0])} at the start")
+        run.append(f"wall time {wall(meta.get('wall_s'))}")
+        if meta.get("generated_at"):
+            run.append(f"run at {md(meta['generated_at'])}")
+        lines.append("- Run: " + "; ".join(run))
+    lines += figure_lines(name, d, "make bench")
+    try:
+        cases = SPEED.load_cases(d)
+    except C.PlotError as e:
+        C.warn(str(e))
+        return lines + [f"No cases: {md(e)}", ""], 0, 0
+    lines.append("| Case | Model WR/s | Bare WR/s | Model / bare | Events / WR | "
+                 f"Target {SPEED.TARGET:g} |")
+    lines.append("|---|---:|---:|---:|---:|---|")
+    met = 0
+    for r in cases:
+        ok = r["model_over_bare"] >= SPEED.TARGET
+        met += ok
+        lines.append(f"| {md(r['label'])} | {num(r['sim_wr_per_s'])} | "
+                     f"{num(r['bare_wr_per_s'])} | {ratio(r['model_over_bare'])} | "
+                     f"{ratio(r['events_per_wr'])} | {'met' if ok else '**short**'} |")
+    lines += ["", f"Target model / bare ≥ {SPEED.TARGET:g} met by {met} of {len(cases)} "
+              "case(s). Rates are wall-clock: they mean something only on an idle machine.",
+              ""]
+    return lines, met, len(cases)
 
 
 def findings(meta):
@@ -195,12 +244,18 @@ def summary(counts):
     return s
 
 
+def anchor(heading):
+    """GitHub's anchor of a '## ...' heading."""
+    return re.sub(r"[^a-z0-9 _-]", "", heading[3:].lower()).replace(" ", "-")
+
+
 def render(results):
     names = sorted((e for e in os.listdir(results)
                     if os.path.isdir(os.path.join(results, e)) and
                     (os.path.isfile(os.path.join(results, e, "compare.csv")) or
                      os.path.isfile(os.path.join(results, e, "meta.json")) or
-                     os.path.isfile(os.path.join(results, e, f"{e}.csv")))),
+                     os.path.isfile(os.path.join(results, e, f"{e}.csv")) or
+                     os.path.isfile(os.path.join(results, e, f"{e}.json")))),
                    key=natural_key)
     head = [
         "<!-- Generated by plots/results_readme.py (`" + COMMAND + "`); do not edit. -->",
@@ -220,16 +275,22 @@ def render(results):
         C.warn(f"no experiments under {C.display_path(results)}")
         return "\n".join(head + ["No results yet: run `make figures`.", ""])
     body, index, total = [], [], {"hit": 0, "miss": 0, "no data": 0}
+    speed = []
     for name in names:
+        if name == SPEED.NAME:
+            lines, met, n = speed_section(name, os.path.join(results, name))
+            body += lines
+            speed = ["", f"Simulator speed (`make bench`): [{name}](#{anchor(lines[0])}), "
+                     f"model / bare ≥ {SPEED.TARGET:g} in {met} of {n} case(s)."]
+            continue
         lines, counts = section(name, os.path.join(results, name))
         body += lines
         for k, v in counts.items():
             total[k] = total.get(k, 0) + v
-        anchor = re.sub(r"[^a-z0-9 _-]", "", lines[0][3:].lower()).replace(" ", "-")
-        index.append(f"| [{md(name)}](#{anchor}) | {counts.get('hit', 0)} | "
+        index.append(f"| [{md(name)}](#{anchor(lines[0])}) | {counts.get('hit', 0)} | "
                      f"{counts.get('miss', 0)} | {counts.get('no data', 0)} |")
     head += ["| Experiment | Hit | Miss | No data |", "|---|---:|---:|---:|"] + index
-    head += ["", f"Overall: {summary(total)}.", ""]
+    head += speed + ["", f"Overall: {summary(total)}.", ""]
     return "\n".join(head + body).rstrip("\n") + "\n"
 
 

@@ -352,6 +352,7 @@ void Rnic::Enqueue(SimQp* qp, Op* op, WcStatus early) {
   qp->fifo_tail_ = op;
   ++qp->sq_exec_;
   ++qp->counters_.send_wrs_executed;
+  ClusterOf(qp)->CountWrExecuted();
   ClusterOf(qp)->sim().TraceMix(static_cast<uint64_t>(op->wqe.opcode) << 32 | qp->qpn_);
 }
 

@@ -373,6 +373,13 @@ class SimCluster : public fabric::Cluster {
   // background coroutines still have timers pending); rethrows its exception.
   void RunToCompletion(Task<void> task);
 
+  // Send WQEs the cluster's RNICs have started (every QP's, CN- and MN-side,
+  // chain WRs included; a WAIT counts once it passes, flushed WQEs never).
+  // A statistic only: nothing in the model reads it, so it leaves event order
+  // and the trace hash as they are (sim_speed_bench's WR rate).
+  uint64_t wrs_executed() const { return wrs_executed_; }
+  void CountWrExecuted() { ++wrs_executed_; }  // Rnic (internal)
+
   // Op pool (internal). Attach names the op's QP (counted, so a destroyed
   // QP outlives the events of its ops); FreeOp releases it.
   Op* NewOp();
@@ -390,6 +397,7 @@ class SimCluster : public fabric::Cluster {
   std::vector<std::unique_ptr<SimNode>> nodes_;
   Op* free_ops_ = nullptr;
   std::vector<std::unique_ptr<Op>> all_ops_;
+  uint64_t wrs_executed_ = 0;
 };
 
 }  // namespace dmb::sim

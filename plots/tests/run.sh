@@ -248,6 +248,71 @@ run "offload-model.py" "$py" "$plots/offload-model.py" --results "$om"
 nonempty "$om/offload-model.png" "$om/offload-model.pdf"
 grep -q "cx6" "$tmp/err.log" || fail "offload-model.py: the unknown profile cx6 is not named"
 
+# simulator-speed (`make bench`): Google Benchmark's JSON of sim_speed_bench and
+# bench_meta.py's meta.json, in a results root of their own; the README section.
+ss="$tmp/ss"
+mkdir -p "$ss/simulator-speed"
+"$py" - "$ss/simulator-speed" <<'EOF'
+import json, sys
+d = sys.argv[1]
+cases = [("BM_ReadPingPong", 2.1e6, 3.6e7, 4.0), ("BM_Read288QpsDepth24", 1.4e6, 6.4e6, 4.92),
+         ("BM_Read6912QpsDepth4", 4.1e5, 4.9e6, 4.05),
+         ("BM_OneSidedMwAllocStorm", 1.5e6, 1.4e7, 2.71)]
+benches = [dict(name=f"{n}/min_time:1.000", run_name=f"{n}/min_time:1.000", run_type="iteration",
+                iterations=3, real_time=600.0, cpu_time=600.0, time_unit="ms", sim_wr_per_s=m,
+                bare_wr_per_s=b, model_over_bare=m / b, events_per_wr=e)
+           for n, m, b, e in cases]
+ctx = dict(date="2026-11-26T06:00:00+00:00", host_name="fixture", num_cpus=2, mhz_per_cpu=2600,
+           load_avg=[0.1, 0.1, 0.1], library_build_type="debug")
+with open(f"{d}/simulator-speed.json", "w") as f:
+    json.dump(dict(context=ctx, benchmarks=benches), f, indent=2)
+with open(f"{d}/meta.json", "w") as f:
+    json.dump(dict(name="simulator-speed", title="Simulator speed", source="issue 18",
+                   git_sha="0123456789abcdef", dirty=False, host="fixture", cores=2,
+                   load_avg=[0.1, 0.1, 0.1], build_type="Release", wall_s=12.5,
+                   generated_at="2026-11-26T06:00:12Z"), f, indent=2)
+EOF
+for s in simulator_speed.py bench_meta.py; do
+  run "$s --help" "$py" "$plots/$s" --help
+done
+run "simulator_speed.py" "$py" "$plots/simulator_speed.py" --results "$ss/simulator-speed"
+nonempty "$ss/simulator-speed/simulator-speed.png" "$ss/simulator-speed/simulator-speed.pdf"
+run "simulator_speed.py --out" "$py" "$plots/simulator_speed.py" \
+  --results "$ss/simulator-speed" --out "$tmp/ss-out"
+if cmp -s "$tmp/ss-out/simulator-speed.png" "$ss/simulator-speed/simulator-speed.png"; then
+  pass "simulator-speed is byte-for-byte reproducible"
+else
+  fail "simulator-speed differs between two runs on the same input"
+fi
+run "bench_meta.py" "$py" "$plots/bench_meta.py" --bench "$ss/simulator-speed/simulator-speed.json" \
+  --build "$tmp/no-build" --start 0 --out "$tmp/ss-meta.json"
+for want in '"git_sha"' '"dirty"' '"host": "fixture"' '"cores": 2' '"build_type"' '"wall_s"'; do
+  grep -qF -- "$want" "$tmp/ss-meta.json" || fail "bench_meta.py: meta.json lacks $want"
+done
+run "results_readme.py, simulator-speed" "$py" "$plots/results_readme.py" --results "$ss"
+for want in "## simulator-speed: Simulator speed" "(simulator-speed/simulator-speed.png)" \
+            "| 288 QPs × 24 | 1,400,000 | 6,400,000 | 0.22 | 4.92 | met |" \
+            "| 0.06 | 4.00 | **short** |" "model / bare ≥ 0.2 in 1 of 4 case(s)" \
+            "Overall: 0 hit, 0 miss." "build Release"; do
+  grep -qF -- "$want" "$ss/README.md" || fail "README.md (simulator-speed) lacks '$want'"
+done
+"$py" - "$ss/simulator-speed/simulator-speed.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["benchmarks"][3].update(error_occurred=True, error_message="allocations failed")
+del d["benchmarks"][1]["bare_wr_per_s"]
+json.dump(d, open(sys.argv[1], "w"))
+EOF
+run "simulator_speed.py, a failed and an incomplete case" "$py" "$plots/simulator_speed.py" \
+  --results "$ss/simulator-speed"
+grep -qF "BM_OneSidedMwAllocStorm/min_time:1.000 failed (allocations failed)" "$tmp/err.log" ||
+  fail "simulator_speed.py does not name the failed case"
+grep -qF "BM_Read288QpsDepth24/min_time:1.000 lacks bare_wr_per_s" "$tmp/err.log" ||
+  fail "simulator_speed.py does not name the incomplete case"
+expect_error "simulator_speed.py, no JSON" \
+  "simulator-speed.json not found: run \`make bench\` first" \
+  "$py" "$plots/simulator_speed.py" --results "$tmp/nowhere/simulator-speed"
+
 # README from every compare.csv and meta.json.
 run "results_readme.py" "$py" "$plots/results_readme.py" --results "$res"
 nonempty "$res/README.md"
