@@ -129,7 +129,7 @@ BENCH_DIR := results/simulator-speed
 bench: release
 	mkdir -p $(BENCH_DIR)
 	start=$$(date +%s.%N) && \
-	./build/release/microbench/sim_speed_bench --benchmark_format=json \
+	./build/release/microbench/sim_speed_bench --benchmark_out_format=json \
 	  --benchmark_out=$(BENCH_DIR)/simulator-speed.json $(BENCH_ARGS) && \
 	/usr/bin/python3 plots/bench_meta.py --bench $(BENCH_DIR)/simulator-speed.json \
 	  --build build/release --start $$start
