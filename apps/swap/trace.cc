@@ -33,6 +33,12 @@ int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cas
 
 }  // namespace
 
+uint32_t ScaledEpochPages(uint64_t working_set_pages) {
+  const uint64_t e =
+      std::max<uint64_t>(working_set_pages / kEpochWorkingSetDivisor, kMinEpochPages);
+  return static_cast<uint32_t>(std::min<uint64_t>(e, uint64_t{1} << 31));
+}
+
 uint64_t Trace::TouchedPages() const {
   uint64_t n = 0;
   for (const TraceEvent& e : events) {

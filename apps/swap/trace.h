@@ -10,8 +10,9 @@
 // `epoch_pages` distinct pages; the epoch is then emitted as page-sorted,
 // coalesced ranges (a page both read and written counts as written). A
 // range of at least `epoch_pages` pages is emitted as it comes, after
-// flushing the epoch. Within an epoch the touch order is lost; an epoch is
-// far smaller than the local memory the model manages.
+// flushing the epoch. Within an epoch the touch order is lost, so an epoch
+// must be far smaller than the local memory the model manages: the
+// workloads record with ScaledEpochPages() of their working set.
 //
 // Address space: Map() hands out fresh page-aligned regions and never
 // reuses them, so a page id names one allocation's page.
@@ -52,9 +53,27 @@ struct Trace {
   static bool Parse(const std::string& bytes, Trace* out);
 };
 
+// The epoch a workload records with: 1/kEpochWorkingSetDivisor of its
+// working set, so the recorded structure (the epochs a pass over the data
+// spans, an epoch against the local memory) is the same at every scale, and
+// at least kMinEpochPages. A fixed epoch is not: 512 pages was a Kmeans
+// task's whole working set at scale 1/2048 (a pass over the data became
+// one touch per page) and its local memory at 1/512, and the major faults
+// per working-set page only settle once the epoch is at most about a
+// quarter of the local memory (1/16 of the working set at 25% local). The
+// floor keeps coalescing: a loop streams several arrays at once (Kmeans: X,
+// its bounds, labels, norms), and an epoch of a few pages closes on every
+// element, multiplying the pages touched (Kmeans 1/2048: 33x at 4 pages
+// against 16), hence the trace and the application CPU per page touched.
+// Below 1,024 working-set pages (4 MB) the floor wins and the epoch is a
+// larger fraction (Kmeans at 1/2048: 16 pages, 1/16 of its 258).
+inline constexpr uint64_t kEpochWorkingSetDivisor = 64;
+inline constexpr uint32_t kMinEpochPages = 16;
+uint32_t ScaledEpochPages(uint64_t working_set_pages);
+
 struct RecorderOptions {
   uint32_t threads = 1;
-  uint32_t epoch_pages = 512;
+  uint32_t epoch_pages = 512;  // the workloads pass ScaledEpochPages()
   // false: Touch records nothing (the algorithm runs at its own speed; used
   // to measure the applications' CPU per page, app_cost.h).
   bool record = true;

@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "apps/swap/kmeans.h"
 #include "apps/swap/trace_cache.h"
 #include "apps/swap/traced_array.h"
+#include "apps/swap/workloads.h"
 
 namespace dmb::apps::swap {
 namespace {
@@ -50,6 +52,34 @@ TEST(TraceRecorderTest, EpochClosesAtItsPageBudgetAndBigRangesPassThrough) {
   std::vector<TraceEvent> want = {
       {Op::kRead, 0, 4, 10}, {Op::kRead, 0, 1, 20}, {Op::kWrite, 0, 100, 50}};
   EXPECT_EQ(Touches(t), want);
+}
+
+// The workloads' epoch is a fixed fraction of the working set (so it keeps
+// its place against the local memory at every scale), with a floor.
+TEST(TraceRecorderTest, ScaledEpochIsAFractionOfTheWorkingSetWithAFloor) {
+  EXPECT_EQ(ScaledEpochPages(0), kMinEpochPages);
+  EXPECT_EQ(ScaledEpochPages(258), kMinEpochPages);  // Kmeans, 1/2048
+  EXPECT_EQ(ScaledEpochPages(4096), 64u);            // Kmeans, 1/128; kmeans-32g, 1/2048
+  EXPECT_EQ(ScaledEpochPages(524288), 8192u);        // Kmeans at the paper's 2 GB
+  // Above the floor it scales with the working set: 4x the scale, 4x the epoch.
+  EXPECT_EQ(ScaledEpochPages(4 * 65536), 4 * ScaledEpochPages(65536));
+  // At most a quarter of a 25% local memory from 256 working-set pages up:
+  // below that the major faults per page depend on the epoch.
+  for (uint64_t ws = 256; ws <= (uint64_t{1} << 24); ws *= 2) {
+    EXPECT_LE(4 * ScaledEpochPages(ws), ws / 4) << ws;
+  }
+  EXPECT_EQ(ScaledEpochPages(~uint64_t{0}), uint32_t{1} << 31);  // no wrap
+}
+
+// RecordWorkload records with the scaled epoch, not RecorderOptions' default.
+TEST(TraceRecorderTest, WorkloadsRecordWithTheScaledEpoch) {
+  const double scale = 1.0 / 8192;
+  const uint64_t bytes =
+      static_cast<uint64_t>(static_cast<double>(PaperWorkingSetBytes("kmeans")) * scale);
+  const KmeansParams p = KmeansParams::ForWorkingSet(bytes, 1);
+  const Trace t = RecordWorkload("kmeans", scale, 1);
+  EXPECT_EQ(t, RunKmeans(p, {.epoch_pages = ScaledEpochPages(bytes / kPageBytes)}).trace);
+  EXPECT_NE(t, RunKmeans(p, {.epoch_pages = 512}).trace);
 }
 
 TEST(TraceRecorderTest, ThreadsKeepSeparateEpochsAndBarriersFlushAll) {

@@ -23,10 +23,12 @@ struct Entry {
   const char* version;
 };
 
+// v2: the recorder's epoch is ScaledEpochPages() of the working set, not
+// a fixed 512 pages (trace.h).
 constexpr Entry kEntries[] = {
-    {"kmeans", 2 * kGB, "elkan-v1"},   {"kmeans-32g", 32 * kGB, "elkan-v1"},
-    {"pagerank", 14 * kGB, "prgs-v1"}, {"memcached", 32 * kGB, "etc-v1"},
-    {"bc", 14 * kGB, "bc-v1"},
+    {"kmeans", 2 * kGB, "elkan-v2"},   {"kmeans-32g", 32 * kGB, "elkan-v2"},
+    {"pagerank", 14 * kGB, "prgs-v2"}, {"memcached", 32 * kGB, "etc-v2"},
+    {"bc", 14 * kGB, "bc-v2"},
 };
 
 const Entry& Find(const std::string& name) {
@@ -48,14 +50,15 @@ std::vector<Edge> TimedEdges(uint32_t nodes, uint32_t degree, uint64_t seed, dou
   return edges;
 }
 
-Trace RecordPageRank(uint64_t bytes, uint64_t seed, bool record, double* input_cpu_s) {
+Trace RecordPageRank(uint64_t bytes, uint64_t seed, const RecorderOptions& ro,
+                     double* input_cpu_s) {
   const uint32_t degree = 24;
   // CSR + scores + contrib per node.
   uint64_t per_node = TracedGraph::Bytes(1, degree) + 8;
   uint32_t nodes = static_cast<uint32_t>(std::max<uint64_t>(bytes / per_node, 64));
   std::vector<Edge> edges = TimedEdges(nodes, degree, seed, input_cpu_s);
   PageRankParams p;
-  TraceRecorder rec({.threads = p.threads, .record = record});
+  TraceRecorder rec({.threads = p.threads, .epoch_pages = ro.epoch_pages, .record = ro.record});
   {
     TracedGraph g(rec, nodes, edges);
     RunPageRank(g, rec, p);
@@ -65,22 +68,22 @@ Trace RecordPageRank(uint64_t bytes, uint64_t seed, bool record, double* input_c
 
 // Below 64 MB the slab pages (-I) shrink to 1/64 of the memory, at least
 // 64 KB, so the classes' one-page minimum stays small against it.
-Trace RecordMemcached(uint64_t bytes, uint64_t seed, bool record, double skew) {
+Trace RecordMemcached(uint64_t bytes, uint64_t seed, const RecorderOptions& ro, double skew) {
   uint64_t page = kMemcachedSlabBytes;
   while (page > 64 * 1024 && page * 64 > bytes) page /= 2;
   return RunMemcached({.memory_bytes = bytes, .skew = skew, .slab_page_bytes = page, .seed = seed},
-                      {.record = record})
+                      ro)
       .trace;
 }
 
-Trace RecordBc(uint64_t bytes, uint64_t seed, bool record, double* input_cpu_s) {
+Trace RecordBc(uint64_t bytes, uint64_t seed, const RecorderOptions& ro, double* input_cpu_s) {
   const uint32_t degree = 24;
   // CSR + scores, path_counts, depths, deltas, queue and successor bits per node.
   uint64_t per_node = TracedGraph::Bytes(1, degree) + 4 + 8 + 4 + 4 + 4 + degree / 8;
   uint32_t nodes = static_cast<uint32_t>(std::max<uint64_t>(bytes / per_node, 64));
   std::vector<Edge> edges = TimedEdges(nodes, degree, seed, input_cpu_s);
   BcParams p{.sources = 4, .seed = seed};  // GAPBS's benchmark spec: bc -i4
-  TraceRecorder rec({.threads = p.threads, .record = record});
+  TraceRecorder rec({.threads = p.threads, .epoch_pages = ro.epoch_pages, .record = ro.record});
   {
     TracedGraph g(rec, nodes, edges);
     RunBc(g, rec, p);
@@ -140,10 +143,11 @@ Trace RecordWorkload(const std::string& name, double scale, uint64_t seed, bool 
   CheckKnobs(name, k);
   uint64_t bytes = ScaledBytes(e, scale);
   if (input_cpu_s) *input_cpu_s = 0;
-  if (name == "pagerank") return RecordPageRank(bytes, seed, record, input_cpu_s);
-  if (name == "bc") return RecordBc(bytes, seed, record, input_cpu_s);
-  if (name == "memcached") return RecordMemcached(bytes, seed, record, k.skew);
-  return RunKmeans(KmeansParams::ForWorkingSet(bytes, seed), {.record = record}).trace;
+  const RecorderOptions ro{.epoch_pages = ScaledEpochPages(bytes / kPageBytes), .record = record};
+  if (name == "pagerank") return RecordPageRank(bytes, seed, ro, input_cpu_s);
+  if (name == "bc") return RecordBc(bytes, seed, ro, input_cpu_s);
+  if (name == "memcached") return RecordMemcached(bytes, seed, ro, k.skew);
+  return RunKmeans(KmeansParams::ForWorkingSet(bytes, seed), ro).trace;
 }
 
 Trace WorkloadTrace(TraceCache& cache, const std::string& name, double scale, uint64_t seed,
