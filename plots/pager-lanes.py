@@ -48,6 +48,7 @@ def grouped(ax, rows, keys, depths, metric, ylabel, fmt, p99=None):
     n = len(depths)
     w = WIDTH / n
     top = 0.0
+    drawn = []  # (x, value, p99 or None)
     for x, key in enumerate(keys):
         for i, d in enumerate(depths):
             r = rows[(rows["key"] == key) & (rows["depth"] == d)]
@@ -56,13 +57,18 @@ def grouped(ax, rows, keys, depths, metric, ylabel, fmt, p99=None):
             v = float(r[metric].iloc[0])
             xi = x - WIDTH / 2 + w * (i + 0.5)
             ax.bar(xi, v, width=w, zorder=3, **S.bar_style(key, i))
-            ax.annotate(fmt.format(v), (xi, v), ha="center", va="bottom", fontsize=5.5, zorder=7)
-            top = max(top, v)
+            q = None
             if p99 and r[p99].iloc[0] == r[p99].iloc[0]:
                 q = float(r[p99].iloc[0])
                 ax.plot([xi], [q], linestyle="none", marker="_", markersize=7,
                         markeredgewidth=1.1, color=S.P99_COLOR, zorder=4)
-                top = max(top, q)
+            drawn.append((xi, v, q))
+            top = max(top, v, q or 0.0)
+    for xi, v, q in drawn:
+        # A p99 dash just above the bar would cover the value: write it above the dash.
+        over = q is not None and v <= q <= v + 0.12 * top
+        ax.annotate(fmt.format(v), (xi, q if over else v), xytext=(0, 1 if over else 0),
+                    textcoords="offset points", ha="center", va="bottom", fontsize=5.5, zorder=7)
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([LABEL.get(k, S.label(k)) for k in keys], fontsize=6)
     ax.set_ylabel(ylabel)
