@@ -2,9 +2,10 @@
 swap run's CSV and compare.csv, normalising, and bar panels with the paper's
 values marked.
 
-A swap row is identified by system, variant, app, tasks, local, scale and
-cover; metrics are job_s_mean, sync_lat_us_mean / _p99, mem_util and
-mn_cpu_peak (see `dmb_micro --help`, bench swap). Paper values come from
+A swap row is identified by system, variant, app, tasks, local, scale, cover
+and lane_depth (empty where a run did not set it); metrics are job_s_mean,
+sync_lat_us_mean / _p99, mem_util and mn_cpu_peak (see `dmb_micro --help`,
+bench swap). Paper values come from
 compare.csv: a hollow diamond at the stated value, or (for ratios) at the
 ratio drawn on the normalised axis.
 """
@@ -19,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
 import style as S  # noqa: E402
 
-KEYS = ["system", "variant", "app", "tasks", "local", "scale", "cover"]
+KEYS = ["system", "variant", "app", "tasks", "local", "scale", "cover", "lane_depth"]
 METRICS = ["job_s_mean", "job_s_max", "sync_lat_us_mean", "sync_lat_us_p99", "mem_util",
            "mn_cpu_peak", "mn_cpu_mean", "alloc_lat_us_mean", "segment_allocs", "major_faults",
            "stamp_mismatches", "working_set_pages"]

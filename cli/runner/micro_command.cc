@@ -35,7 +35,7 @@ const std::map<std::string, std::string> kFlagOf = {
     {"value", "--value"},     {"keys", "--keys"},   {"profile", "--profile"},
     {"kv_size", "--kv-size"}, {"app", "--app"},     {"scale", "--scale"},
     {"tasks", "--tasks"},     {"local", "--local"}, {"swap_gb", "--swap-gb"},
-    {"cover", "--cover"},     {"skew", "--skew"}};
+    {"cover", "--cover"},     {"skew", "--skew"},   {"lane_depth", "--lane-depth"}};
 
 }  // namespace
 

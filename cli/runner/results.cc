@@ -57,7 +57,9 @@ Row RowOf(const Spec& spec, const Point& p, const fs::path& path) {
   r["workload"] = get("workload");
   r["value_bytes"] = get("value");
   r["kv_size"] = get("kv_size");
-  for (const char* k : {"app", "tasks", "local", "scale", "cover", "skew"}) r[k] = get(k);
+  for (const char* k : {"app", "tasks", "local", "scale", "cover", "skew", "lane_depth"}) {
+    r[k] = get(k);
+  }
   r["profile"] = get("profile");
   std::string knobs;
   for (const auto& [k, v] : p.knobs) knobs += (knobs.empty() ? "" : ";") + k + "=" + v;
@@ -115,9 +117,10 @@ std::string CompareCsv(const Spec& spec, const std::vector<Row>& rows) {
     // Every other match key, joined by ';' (the plots match on all of them).
     std::string param, param_value;
     for (const char* k :
-         {"offload_qps", "size_bytes", "mw_type", "page_bytes", "io", "cns", "mn_cores", "workload",
-          "value_bytes", "kv_size", "alloc_bytes", "threads_total", "profile", "app", "tasks",
-          "local", "scale", "cover", "skew"}) {
+         {"offload_qps", "size_bytes",    "mw_type",  "page_bytes",  "io",
+          "cns",         "mn_cores",      "workload", "value_bytes", "kv_size",
+          "alloc_bytes", "threads_total", "profile",  "app",         "tasks",
+          "local",       "scale",         "cover",    "skew",        "lane_depth"}) {
       if (get(k).empty()) continue;
       param += (param.empty() ? "" : ";") + std::string(k);
       param_value += (param_value.empty() ? "" : ";") + get(k);
@@ -348,7 +351,7 @@ const std::vector<std::string>& CsvColumns() {
                                   "threads",     "cns",     "mn_cores",   "seed",     "size_bytes",
                                   "offload_qps", "mw_type", "page_bytes", "workload", "value_bytes",
                                   "kv_size",     "app",     "tasks",      "local",    "scale",
-                                  "cover",       "skew",    "profile",    "knobs"};
+                                  "cover",       "skew",    "lane_depth", "profile",  "knobs"};
     v.insert(v.end(), MetricCols().begin(), MetricCols().end());
     v.push_back("skipped");  // ibv: "needs CAP,..." for a point the device cannot run
     return v;

@@ -41,17 +41,19 @@ paper:
      value: 1}
 )";
 
-// Answers like dmb_micro: latency = 2 x threads (+1 for rpc_mw), one entry.
+// Answers like dmb_micro: latency = 2 x threads (+1 for rpc_mw, + the
+// --lane-depth if given), one entry.
 // Appends each invocation to $FAKE_LOG (its arguments to $FAKE_ARGS if set);
 // exits 1 for the system in $FAKE_FAIL, 77 (skipped) for the one in $FAKE_SKIP.
 const char* kFake = R"SH(#!/bin/sh
 [ -n "$FAKE_ARGS" ] && echo "$*" >> "$FAKE_ARGS"
-out=""; threads=1; sys=none
+out=""; threads=1; sys=none; depth=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --benchmark_out=*) out="${1#--benchmark_out=}";;
     --threads) threads="$2"; shift;;
     --system) sys="$2"; shift;;
+    --lane-depth) depth="$2"; shift;;
   esac
   shift
 done
@@ -59,7 +61,7 @@ echo "$sys $threads" >> "$FAKE_LOG"
 if [ "$sys" = "$FAKE_FAIL" ]; then echo "fake: $sys refused" >&2; exit 1; fi
 if [ "$sys" = "$FAKE_SKIP" ]; then echo "skipped: needs cross_channel ($sys on x)" >&2; exit 77; fi
 extra=0; [ "$sys" = rpc_mw ] && extra=1
-lat=$((2 * threads + extra))
+lat=$((2 * threads + extra + depth))
 printf '{"context": {}, "benchmarks": [{"name": "x", "real_time": 5.0, "time_unit": "us", "lat_us_p50": %s, "lat_us_p99": %s, "lat_us_mean": %s, "count": 10}]}\n' $lat $lat $lat > "$out"
 )SH";
 
@@ -355,6 +357,33 @@ TEST_F(RunnerTest, PointsJsonListsTheSelectionWithEveryParameter) {
   EXPECT_EQ(Invocations(), 0);
   o.filter = "none-*";
   EXPECT_THROW((void)PointsJson(LoadSpec(spec_path_.string()), o), SpecError);
+}
+
+// A swap run swept over lane_depth: each point's row says its depth in the
+// lane_depth column, and a paper value matched on lane_depth compares that
+// depth's row alone (the stand-in's latency is 2 + depth).
+TEST_F(RunnerTest, LaneDepthIsACsvColumnAndAMatchKey) {
+  std::ofstream(spec_path_) << R"(
+name: fake-fig
+seeds: [1]
+runs:
+  - op: swap
+    grid: {lane_depth: [1, 16]}
+    systems: [{system: static_mr}]
+paper:
+  - {label: "deep", where: "§x", match: {system: static_mr, op: swap, lane_depth: 16},
+     metric: lat_us_mean, value: 18}
+)";
+  const RunSummary s = Run();
+  EXPECT_EQ(s.ran, 2u);
+  const std::string csv = Read(Out() / "fake-fig.csv");
+  EXPECT_NE(csv.find(",cover,skew,lane_depth,profile,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",lazy,,16,,"), std::string::npos) << csv;  // cover, skew, lane_depth
+  EXPECT_NE(csv.find(",lazy,,1,,"), std::string::npos) << csv;
+  const std::string cmp = Read(Out() / "compare.csv");
+  EXPECT_NE(cmp.find("deep,static_mr,,swap,,lane_depth,16,lat_us_mean,18,18,1.0000,hit"),
+            std::string::npos)
+      << cmp;
 }
 
 TEST(ParseShard, ReadsIOfNAndNamesBadText) {

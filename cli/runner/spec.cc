@@ -24,10 +24,11 @@ const std::vector<std::string> kPaperKeys = {"label",       "where", "match",   
                                              "relative_to", "value", "tolerance"};
 const std::vector<std::string> kClusterKeys = {"cns", "mn_cores", "pool"};
 const std::vector<std::string> kMatchKeys = {
-    "system",        "variant",    "op",      "io",       "threads",  "size_bytes",  "offload_qps",
-    "mw_type",       "page_bytes", "cns",     "mn_cores", "workload", "value_bytes", "alloc_bytes",
-    "threads_total", "profile",    "kv_size", "app",      "tasks",    "local",       "scale",
-    "cover",         "skew"};
+    "system",     "variant",     "op",          "io",          "threads",
+    "size_bytes", "offload_qps", "mw_type",     "page_bytes",  "cns",
+    "mn_cores",   "workload",    "value_bytes", "alloc_bytes", "threads_total",
+    "profile",    "kv_size",     "app",         "tasks",       "local",
+    "scale",      "cover",       "skew",        "lane_depth"};
 
 // The parameters each op takes (the micro program refuses the others).
 const std::map<std::string, std::vector<std::string>> kOpParams = {
@@ -40,7 +41,7 @@ const std::map<std::string, std::vector<std::string>> kOpParams = {
      {"threads", "cns", "mn_cores", "pool", "workload", "value", "kv_size", "keys", "profile"}},
     {"swap",
      {"cns", "mn_cores", "pool", "app", "scale", "tasks", "local", "swap_gb", "cover", "skew",
-      "profile"}},
+      "lane_depth", "profile"}},
 };
 
 bool Takes(const std::string& op, const std::string& key) {
@@ -104,8 +105,8 @@ double Number(const YAML::Node& n, const std::string& where) {
   return ParseDouble(Scalar(n, where), where);
 }
 
-// The swap op's own parameters (scale, local, swap_gb, cover, app, skew);
-// nullopt for any other key.
+// The swap op's own parameters (scale, local, swap_gb, cover, app, skew,
+// lane_depth); nullopt for any other key.
 std::optional<std::string> CheckSwapParam(const std::string& key, const std::string& v,
                                           const std::string& where) {
   if (key == "scale" || key == "local") {
@@ -133,6 +134,14 @@ std::optional<std::string> CheckSwapParam(const std::string& key, const std::str
            "expected a Zipf exponent in (0, 10] (memcached's key popularity), got \"" + v + "\"");
     }
     return v;
+  }
+  if (key == "lane_depth") {
+    // dmb_micro swap --lane-depth's range (cli/dmb_micro_swap.cc).
+    if (!IsUint(v) || std::stoull(v) < 1 || std::stoull(v) > 256) {
+      Fail(where,
+           "expected an integer in 1..256 (4 KB I/Os in flight per pager lane), got \"" + v + "\"");
+    }
+    return std::to_string(std::stoull(v));
   }
   if (key == "app") {
     if (v.empty() || v.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != v.npos) {
@@ -367,7 +376,7 @@ const std::vector<std::string>& KnownParams() {
   static const std::vector<std::string> k = {
       "threads", "cns",   "mn_cores", "pool",  "io",      "size",  "ops",     "offload_qps",
       "mw_type", "page",  "workload", "value", "keys",    "batch", "profile", "kv_size",
-      "app",     "scale", "tasks",    "local", "swap_gb", "cover", "skew"};
+      "app",     "scale", "tasks",    "local", "swap_gb", "cover", "skew",    "lane_depth"};
   return k;
 }
 

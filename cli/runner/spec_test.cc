@@ -216,6 +216,64 @@ TEST(Spec, SwapSkewIsAParameterTheMicroProgramGets) {
   EXPECT_NE(std::find(cols.begin(), cols.end(), "skew"), cols.end());
 }
 
+// The pager lanes' depth (apps/swap/lane_slots.h) as a swept parameter:
+// passed as --lane-depth, in the CSV's lane_depth column after skew; an
+// integer in 1..256 or the spec is refused; absent, the point is as before
+// the knob (no default filled in, the hash of a spec written before it).
+TEST(Spec, SwapLaneDepthIsAParameterTheMicroProgramGets) {
+  const std::string swap =
+      Replace(kGood, "  - op: offload_read\n    grid: {offload_qps: [0, 96]}",
+              "  - op: swap\n    params: {app: kmeans, scale: 0.001953125}\n"
+              "    grid: {lane_depth: [1, 16]}\n    systems: [{system: static_mr}]");
+  std::vector<Point> points;
+  for (const Point& p : Expand(ParseSpec(swap))) {
+    if (p.op == "swap" && p.seed == 1) points.push_back(p);
+  }
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0].params.at("lane_depth"), "1");
+  EXPECT_EQ(points[1].params.at("lane_depth"), "16");
+  EXPECT_EQ(points[1].id, "swap-static_mr-lane_depth_16-seed1");
+  EXPECT_NE(points[0].hash, points[1].hash);
+  const auto cmd = MicroCommand("dmb_micro", points[1], "out.json", "sim", {});
+  const auto it = std::find(cmd.begin(), cmd.end(), "--lane-depth");
+  ASSERT_NE(it, cmd.end());
+  EXPECT_EQ(*(it + 1), "16");
+  const std::string unset = Replace(swap, "grid: {lane_depth: [1, 16]}", "grid: {}");
+  const auto plain = Expand(ParseSpec(unset));
+  EXPECT_EQ(PointParams(plain.back()).count("lane_depth"), 0u);  // no default filled in
+  const auto plain_cmd = MicroCommand("dmb_micro", plain.back(), "out.json", "sim", {});
+  EXPECT_EQ(std::find(plain_cmd.begin(), plain_cmd.end(), "--lane-depth"), plain_cmd.end());
+  // The hash this point had before lane_depth existed (results already run
+  // stay valid).
+  EXPECT_EQ(plain.back().id, "swap-static_mr-seed2");
+  EXPECT_EQ(plain.back().hash, 0xab40236235cba88fu) << std::hex << plain.back().hash;
+  EXPECT_EQ(ParseSpec(Replace(swap, "lane_depth: [1, 16]", "lane_depth: [016, 256]"))
+                .runs[1]
+                .grid.at("lane_depth")[0],
+            "16");  // canonical spelling
+  for (const char* bad : {"0", "257", "1.5", "-1", "deep"}) {
+    EXPECT_EQ(
+        ErrorOf(Replace(swap, "lane_depth: [1, 16]", std::string("lane_depth: [1, ") + bad + "]")),
+        std::string("runs[1].grid.lane_depth[1]: expected an integer in 1..256 (4 KB "
+                    "I/Os in flight per pager lane), got \"") +
+            bad + "\"")
+        << bad;
+  }
+  EXPECT_EQ(ErrorOf(Replace(kGood, "params: {io: read, size: 4KB, ops: 100}",
+                            "params: {io: read, size: 4KB, ops: 100, lane_depth: 4}"))
+                .rfind("runs[0].params.lane_depth: op access does not take it", 0),
+            0u);
+  // A paper value can be matched on it.
+  EXPECT_EQ(ErrorOf(Replace(swap, "match: {system: static_mr, op: access, threads: 1}",
+                            "match: {system: static_mr, op: swap, lane_depth: 1}")),
+            "");
+  const auto cols = CsvColumns();
+  const auto skew = std::find(cols.begin(), cols.end(), "skew");
+  ASSERT_NE(skew, cols.end());
+  ASSERT_NE(skew + 1, cols.end());
+  EXPECT_EQ(*(skew + 1), "lane_depth");
+}
+
 TEST(Spec, TwoRunsProducingTheSamePointAreRefused) {
   const std::string dup = Replace(kGood, "  - op: offload_read\n    grid: {offload_qps: [0, 96]}",
                                   "  - op: access\n    grid: {threads: [24]}\n    systems: "

@@ -7,6 +7,7 @@ tests (not a simulation):
     OUT/ablation/   ablation.csv, compare.csv
     OUT/figure-8/   figure-8.csv (4 apps x 2 local ratios + 100% local), compare.csv
     OUT/scale-invariance/  scale-invariance.csv (3 scales, 8 tasks), compare.csv
+    OUT/pager-lanes/  pager-lanes.csv (4 approaches x lane depth 1 and 16), compare.csv
 
 usage: make_swap_fixtures.py OUT_DIR
 """
@@ -16,7 +17,7 @@ import os
 import sys
 
 COLS = ["figure", "system", "variant", "op", "cns", "mn_cores", "seed", "app", "tasks", "local",
-        "scale", "cover", "knobs", "job_s_mean", "job_s_max", "sync_lat_us_mean",
+        "scale", "cover", "lane_depth", "knobs", "job_s_mean", "job_s_max", "sync_lat_us_mean",
         "sync_lat_us_p99", "mem_util", "mn_cpu_peak", "mn_cpu_mean", "alloc_lat_us_mean",
         "segment_allocs", "major_faults", "working_set_pages", "stamp_mismatches",
         "lat_us_mean"]
@@ -99,6 +100,18 @@ def main(argv):
             rows.append(r)
     write(f"{out}/scale-invariance/scale-invariance.csv", COLS, rows)
     write(f"{out}/scale-invariance/compare.csv", COMPARE, [])
+    # One-op lanes slow the type-2 approaches (their segments' I/O share the
+    # owning group's QPs); 16 in flight bring them to Static-MR's time.
+    rows = []
+    for s, v, t1, lat in (("static_mr", "1GB", 1.40, 3.4), ("rpc_mw", "type2-1MB", 1.81, 3.4),
+                          ("onesided_mw", "1MB", 1.96, 3.4), ("onesided_mw", "none", 2.2, 9.0)):
+        for depth, t in ((1, t1), (16, 1.33)):
+            r = row("pager-lanes", s, v, t, 0.5, 0.1, tasks=8)
+            r.update(cns=1, lane_depth=depth, sync_lat_us_mean=f"{lat + (2 if depth > 1 else 0)}",
+                     sync_lat_us_p99=f"{3 * lat}")
+            rows.append(r)
+    write(f"{out}/pager-lanes/pager-lanes.csv", COLS, rows)
+    write(f"{out}/pager-lanes/compare.csv", COMPARE, [])
     return 0
 
 

@@ -124,7 +124,7 @@ done
 # above are for the other figures). Each draws, and refuses corrupted runs.
 sw="$tmp/swap"
 run "make_swap_fixtures.py" "$py" "$here/make_swap_fixtures.py" "$sw"
-for n in figure-2 figure-9 ablation figure-8 scale-invariance; do
+for n in figure-2 figure-9 ablation figure-8 scale-invariance pager-lanes; do
   run "$n.py --help" "$py" "$plots/$n.py" --help
   run "$n.py" "$py" "$plots/$n.py" --results "$sw/$n"
   if grep -q "warning" "$tmp/err.log"; then
