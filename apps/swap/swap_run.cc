@@ -76,6 +76,10 @@ Task<void> CpuWork(fabric::Node* n, fabric::CpuCost c, uint64_t times) {
 Task<void> Reclaim(Run* run, CnState* cs, CgroupMemory* cg, uint32_t core, uint64_t pages) {
   const ReclaimResult rr = cg->Reclaim(core, pages);
   run->r->kept_no_slot += rr.no_slot;
+  // Slots the allocator took back are released before anything suspends
+  // (and before the new copies are queued: a slot given back in this call
+  // may be among those just handed out again).
+  cs->pager->Release(cs->space->TakeReleased());
   std::vector<Pager::WriteTicket> tickets;
   for (const SwapIo& io : rr.writes) tickets.push_back(cs->pager->QueueWrite(io));
   co_await CpuWork(cs->cn->node(), run->costs.reclaim, rr.writes.size() + rr.clean_dropped);
@@ -162,6 +166,10 @@ Task<void> TaskThread(Run* run, CnState* cs, TaskState* t, uint8_t thread, uint3
         version = cs->pager->Pin(*tr.sync_read_slot);
         for (const SwapIo& ra : tr.readahead) cs->pager->Prefetch(core, ra);
       }
+      // Before the fault suspends: once given back, a slot can be handed
+      // out again by a core that runs meanwhile (the reclaim core), and its
+      // new copy must not find the old one still held.
+      cs->pager->Release(cs->space->TakeReleased());
       if (tr.fault == Fault::kSwapCacheHit || tr.fault == Fault::kMajor) {
         const SwapIo io{cg.id(), page, tr.sync_read_slot.value_or(0)};
         co_await HandleFault(run, cs, core, io, tr, pre_slot, version, &p);

@@ -118,6 +118,24 @@ TEST(SwapRunTest, WholeAreaMapsEverySegmentUpFront) {
   EXPECT_EQ(r.frees, 0u);
 }
 
+// A small swap area (8 tasks of 258 pages, 25% local, 2,048 slots per CN):
+// the slot caches give batches back while tasks wait on faults, and the
+// reclaim core hands the slots out again meanwhile. Their old copies must be
+// released before the new ones are queued (they were released only after
+// the fault: "slot 917 already holds a copy").
+TEST(SwapRunTest, ASlotGivenBackWhileATaskFaultsCanBeReusedAtOnce) {
+  harness::TestbedSpec bed = Bed({"static_mr", {{"granularity", "1MB"}}}, 2);
+  bed.cn_cores = 24;
+  harness::Testbed tb(bed);
+  SwapRunSpec s = Small(8);
+  s.local_ratio = 0.25;
+  s.swap_gb = 8;
+  const SwapRunResult r = RunSwap(tb, s);
+  EXPECT_EQ(r.stamp_mismatches, 0u) << r.first_mismatch;
+  EXPECT_EQ(r.failures, 0u) << r.first_failure;
+  EXPECT_GT(r.major_faults, 0u);
+}
+
 TEST(SwapRunTest, BadSpecsAreNamed) {
   harness::Testbed tb(Bed({"static_mr", {{"granularity", "16MB"}}}, 1));
   SwapRunSpec s = Small(1);
