@@ -657,10 +657,14 @@ Task<Result<Chunk>> OsmwCn::Alloc(AccessGroup& g) {
     if (grant.ok()) co_return GrantedChunk(g, p, grant.value);
     co_await p.alloc_lock.Lock();
     if (client == p.alloc) {
-      // No reply: the chain faulted. The MN CPU finds out why and rebuilds it.
-      p.alloc = NewAllocClient(p);
+      // No reply: the chain faulted. The MN CPU finds out why and rebuilds it
+      // for the fresh client's QP (named before anything suspends: under
+      // alloc_lock nobody else replaces p.alloc, but the QP to connect is
+      // this client's whatever happens meanwhile).
+      const std::shared_ptr<AllocClient> fresh = NewAllocClient(p);
+      p.alloc = fresh;
       co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 3);
-      r.status = co_await Mn().RenewAlloc(p.id, p.alloc->qp());
+      r.status = co_await Mn().RenewAlloc(p.id, fresh->qp());
       p.renewal = r.status;
       if (Mn().closed(cn_index_)) p.closed_why = r.status.message();
       p.alloc_lock.Unlock();
@@ -730,12 +734,18 @@ Task<Status> OsmwCn::RenewFreeChain(Pair& p) {
   for (const auto& [h, hp] : pair_of_handle_) {
     if (hp == &p) held.push_back(h);
   }
-  p.free = NewFreeClient(p);
-  p.alloc = NewAllocClient(p);
+  // The MN rebuilds the allocation chain too, for a fresh Alloc client: an
+  // allocation renewing it meanwhile would hand the MN the same QP twice
+  // (connected twice: RTS -> INIT), so allocations' renewals wait.
+  co_await p.alloc_lock.Lock();
+  const std::shared_ptr<FreeClient> free = NewFreeClient(p);
+  const std::shared_ptr<AllocClient> alloc = NewAllocClient(p);
+  p.free = free;
+  p.alloc = alloc;
   co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 6);
-  const Status renewed =
-      co_await Mn().RenewFree(p.id, p.free->qps(), p.alloc->qp(), std::move(held));
+  const Status renewed = co_await Mn().RenewFree(p.id, free->qps(), alloc->qp(), std::move(held));
   if (!renewed.ok()) p.closed_why = renewed.message();
+  p.alloc_lock.Unlock();
   co_return renewed;
 }
 

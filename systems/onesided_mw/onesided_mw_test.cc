@@ -610,6 +610,46 @@ TEST(OneSidedMw, EmptyQueueFailsCleanlyAndNeverDuplicates) {
 // memory in use stays where the first renewal left it over 10,000 of them
 // (before: +65,536 B per renewal at 4 instances, and the MN ran out of
 // memory after a few thousand).
+// An allocation whose reply is late renews the allocation chain while a
+// refused free renews both chains of the same pair: each renewal names the
+// MN the fresh client it made. Before, the allocation read the pair's client
+// after suspending, found the free renewal's, and the MN connected that QP
+// twice ("illegal QP transition RTS -> INIT").
+TEST(OneSidedMw, AnAllocationRenewalBesideAFreeRenewalConnectsEachQpOnce) {
+  // 1 us: every allocation times out.
+  Testbed tb(Spec(1, {{"max_renewals", "100000"}, {"reply_timeout_us", "1"}}));
+  int allocs = 0, frees = 0;
+  auto alloc = [](Testbed& tb, AccessGroup* g, int* n) -> Task<void> {
+    for (int i = 0; i < 40; ++i) {
+      auto r = co_await tb.cn(0).Alloc(*g);
+      if (r.status.code() != Code::kLaneBroken) ADD_FAILURE() << r.status.ToString();
+      ++*n;
+    }
+  };
+  auto free = [](Testbed& tb, AccessGroup* g, int* n) -> Task<void> {
+    Chunk forged;
+    forged.id = 0;  // names no entry: refused, both chains are rebuilt
+    forged.bytes = tb.cn(0).caps().granularity_bytes;
+    for (int i = 0; i < 40; ++i) {
+      const Status st = co_await tb.cn(0).Free(*g, forged);
+      if (st.code() != Code::kNotOwner) ADD_FAILURE() << st.ToString();
+      ++*n;
+    }
+  };
+  AccessGroup* g = nullptr;
+  tb.Run([](Testbed& tb, AccessGroup** g) -> Task<void> {
+    *g = co_await tb.cn(0).OpenGroup(2, 1 << 16);
+  }(tb, &g));
+  std::vector<Task<void>> both;
+  both.push_back(alloc(tb, g, &allocs));
+  both.push_back(free(tb, g, &frees));
+  tb.RunAll(std::move(both));
+  EXPECT_EQ(allocs, 40);
+  EXPECT_EQ(frees, 40);
+  EXPECT_GE(Mn(tb).osmw_stats().alloc_renewals, 40u);
+  EXPECT_EQ(Mn(tb).osmw_stats().free_renewals, 40u);
+}
+
 TEST(OneSidedMw, RenewalsGiveTheOldChainsMemoryBack) {
   constexpr int kRenewals = 10000;
   Testbed tb(Spec(1, {{"max_renewals", std::to_string(kRenewals)}}));
