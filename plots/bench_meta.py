@@ -91,11 +91,7 @@ def main(argv):
     args = ap.parse_args(argv)
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.bench)), "meta.json")
     text = json.dumps(meta(args.bench, args.build, args.start), indent=2) + "\n"
-    tmp = out + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, out)
-    print(f"wrote {C.display_path(out)}")
+    C.write_text(out, text)
     return 0
 
 

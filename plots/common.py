@@ -58,6 +58,16 @@ def display_path(p):
     return p if rel.startswith("..") else rel
 
 
+def write_text(path, text):
+    """Writes text to path through a temporary file renamed into place (a
+    reader never sees half a file), and says so."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    print(f"wrote {display_path(path)}")
+
+
 def norm_num(v):
     """'24.0' -> '24', '4096' -> '4096', '' -> '', 'unlimited' -> 'unlimited'."""
     s = "" if v is None else str(v).strip()

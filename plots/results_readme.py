@@ -315,11 +315,7 @@ def main(argv):
     if out == "-":
         sys.stdout.write(text)
         return 0
-    tmp = out + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, out)
-    print(f"wrote {C.display_path(out)}")
+    C.write_text(out, text)
     return 0
 
 
