@@ -233,20 +233,28 @@ std::string JsonObject(std::vector<std::pair<std::string, std::string>> members,
 
 // The largest peak_rss_mb among the point files (0 and "" when none has one:
 // files written before the runner recorded it).
-struct PeakRss {
-  double mb = 0;
-  std::string point;
+// What the points with a result cost: the largest peak_rss_mb and its point,
+// and every point's wall seconds (meta.json's "point_wall_s", which orders
+// the next run longest first).
+struct Costs {
+  double peak_mb = 0;
+  std::string peak_point;
+  std::string wall_s;  // JSON members "id": seconds
 };
 
-void NotePeakRss(const fs::path& path, const Point& p, PeakRss* peak) {
+void NoteCost(const fs::path& path, const Point& p, Costs* costs) {
   const YAML::Node n = YAML::LoadFile(path.string());
-  if (n["peak_rss_mb"] && n["peak_rss_mb"].as<double>() > peak->mb) {
-    *peak = {n["peak_rss_mb"].as<double>(), p.id};
+  if (n["peak_rss_mb"] && n["peak_rss_mb"].as<double>() > costs->peak_mb) {
+    costs->peak_mb = n["peak_rss_mb"].as<double>();
+    costs->peak_point = p.id;
+  }
+  if (n["wall_s"]) {
+    costs->wall_s += fmt::format("{}{}: {:.1f}", costs->wall_s.empty() ? "" : ", ",
+                                 JsonString(p.id), n["wall_s"].as<double>());
   }
 }
 
-std::string MetaJson(const Spec& spec, double wall_s, const PeakRss& peak,
-                     const MetaOptions& meta) {
+std::string MetaJson(const Spec& spec, double wall_s, const Costs& costs, const MetaOptions& meta) {
   const std::string dir = fs::absolute(spec.path).parent_path().string();
   const std::string sha = Shell("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
   // Dirty: the code or specs differ from the commit (results/ itself does not count).
@@ -278,8 +286,9 @@ std::string MetaJson(const Spec& spec, double wall_s, const PeakRss& peak,
        {"spec_hash", "\"" + Hex(spec.hash) + "\""},
        {"host", JsonString(host)},
        {"wall_s", fmt::format("{:.1f}", wall_s)},
-       {"peak_rss_mb",
-        fmt::format("{{\"max\": {:.1f}, \"point\": {}}}", peak.mb, JsonString(peak.point))},
+       {"peak_rss_mb", fmt::format("{{\"max\": {:.1f}, \"point\": {}}}", costs.peak_mb,
+                                   JsonString(costs.peak_point))},
+       {"point_wall_s", "{" + costs.wall_s + "}"},
        {"generated_at", "\"" + std::string(when) + "\""},
        {"findings", "[" + (findings.empty() ? "" : "\n    " + findings + "\n  ") + "]"}},
       ExtraMeta(meta.meta_json));
@@ -364,12 +373,12 @@ const std::vector<std::string>& CsvColumns() {
 void WriteResults(const Spec& spec, const std::vector<Point>& all, const fs::path& dir,
                   double wall_s, const MetaOptions& meta) {
   std::vector<Row> rows;
-  PeakRss peak;
+  Costs costs;
   for (const Point& p : all) {
     const fs::path path = dir / "points" / (p.id + ".json");
     if (!HasResult(path, PointHash(p, meta.backend))) continue;
     rows.push_back(RowOf(spec, p, path));
-    NotePeakRss(path, p, &peak);
+    NoteCost(path, p, &costs);
   }
   std::string csv;
   for (const auto& c : CsvColumns()) csv += (csv.empty() ? "" : ",") + c;
@@ -384,7 +393,7 @@ void WriteResults(const Spec& spec, const std::vector<Point>& all, const fs::pat
   }
   WriteAtomically(dir / (spec.name + ".csv"), csv);
   WriteAtomically(dir / "compare.csv", CompareCsv(spec, rows));
-  WriteAtomically(dir / "meta.json", MetaJson(spec, wall_s, peak, meta));
+  WriteAtomically(dir / "meta.json", MetaJson(spec, wall_s, costs, meta));
 }
 
 // The wall time an earlier run recorded in `meta` (0 when there is none): a
@@ -395,6 +404,21 @@ double EarlierWallSeconds(const fs::path& meta) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t at = text.find("\"wall_s\": ");
   return at == std::string::npos ? 0.0 : std::strtod(text.c_str() + at + 10, nullptr);
+}
+
+std::map<std::string, double> EarlierPointWalls(const fs::path& meta) {
+  std::map<std::string, double> walls;
+  if (!fs::exists(meta)) return walls;
+  try {
+    const YAML::Node n = YAML::LoadFile(meta.string());
+    if (!n["point_wall_s"] || !n["point_wall_s"].IsMap()) return walls;
+    for (const auto& kv : n["point_wall_s"]) {
+      walls[kv.first.as<std::string>()] = kv.second.as<double>();
+    }
+  } catch (const std::exception&) {
+    walls.clear();  // a torn or foreign meta.json orders nothing
+  }
+  return walls;
 }
 
 }  // namespace dmb::runner

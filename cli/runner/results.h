@@ -58,6 +58,10 @@ void CheckMetaJson(const std::string& meta_json);
 // wall time; peak_rss_mb: the largest of the points' and which point).
 void WriteResults(const Spec& spec, const std::vector<Point>& all, const std::filesystem::path& dir,
                   double wall_s, const MetaOptions& meta);
+// The wall seconds each point took when it last ran, by point id, from
+// meta.json's "point_wall_s" (empty when there is no readable meta.json).
+std::map<std::string, double> EarlierPointWalls(const std::filesystem::path& meta);
+
 // The wall time an earlier run recorded in `meta` (0 when there is none).
 double EarlierWallSeconds(const std::filesystem::path& meta);
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -174,6 +175,20 @@ void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<con
   if (opt.tty && !todo.empty()) fmt::print(stderr, "\n");
 }
 
+// Longest first (the last run's wall seconds, meta.json's point_wall_s), so
+// with several jobs the long points do not start last and run alone at the
+// end. Points never run before go first, in spec order: their cost is
+// unknown.
+void OrderLongestFirst(const std::map<std::string, double>& walls,
+                       std::vector<const Point*>* todo) {
+  auto wall = [&](const Point* p) {
+    auto it = walls.find(p->id);
+    return it == walls.end() ? std::numeric_limits<double>::infinity() : it->second;
+  };
+  std::stable_sort(todo->begin(), todo->end(),
+                   [&](const Point* a, const Point* b) { return wall(a) > wall(b); });
+}
+
 // Throws SpecError for options no run can use: a missing micro program (not
 // needed to collect), an unknown backend, a bad shard or --meta-json.
 void CheckOptions(const RunOptions& opt) {
@@ -252,6 +267,7 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
     fmt::print(stderr, "{}: {} points{} ({} to run, {} already done{}), {} job(s) -> {}\n",
                spec.name, sum.total, shard, todo.size(), sum.skipped,
                opt.force ? "" : "; --force reruns them", opt.jobs, dir.string());
+    OrderLongestFirst(EarlierPointWalls(dir / "meta.json"), &todo);
     RunPoints(opt, dir, todo, t0, &sum);
   }
   sum.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();

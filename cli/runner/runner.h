@@ -10,7 +10,12 @@
 //   <name>.csv         tidy: one row per point, units in column names
 //   compare.csv        the paper's stated values beside ours (ratio, hit/miss)
 //   meta.json          git sha and dirty flag, backend, seeds, calibration
-//                      hash, spec hash, host, wall time
+//                      hash, spec hash, host, wall time, each point's wall
+//                      time (point_wall_s)
+//
+// Points run longest first by the wall time meta.json recorded for them
+// (points it does not know first, in spec order), so with several jobs a
+// long point does not start last and finish alone.
 //
 // A sweep spread over machines (ansible/figure.yml): each machine runs one
 // shard (`shard_count` > 1: every shard_count-th selected point, from

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <vector>
 
+#include "cli/runner/results.h"
+
 namespace dmb::runner {
 namespace {
 
@@ -245,6 +247,41 @@ TEST_F(RunnerTest, AChangedPointRunsAgain) {
   const RunSummary s = Run();
   EXPECT_EQ(s.ran, 2u);  // rpc_mw type2's two points (same ids, new knobs)
   EXPECT_EQ(Invocations(), 8);
+}
+
+// meta.json records every point's wall time, and the next run starts the
+// longest first; points it does not know go before them, in spec order.
+TEST_F(RunnerTest, PointsRunLongestFirstByTheWallTimeMetaJsonRecorded) {
+  (void)Run();
+  const std::map<std::string, double> walls = EarlierPointWalls(Out() / "meta.json");
+  ASSERT_EQ(walls.size(), 6u) << Read(Out() / "meta.json");
+  std::vector<std::string> ids;
+  for (const auto& [id, s] : walls) {
+    EXPECT_GE(s, 0.0) << id;
+    ids.push_back(id);
+  }
+  std::ofstream(Out() / "meta.json") << "{\"point_wall_s\": {\"" << ids[0] << "\": 3.0, \""
+                                     << ids[1] << "\": 90.5, \"" << ids[2] << "\": 40.0}}\n";
+  const fs::path args = dir_ / "args.log";
+  setenv("FAKE_ARGS", args.c_str(), 1);
+  RunOptions o;
+  o.micro_path = fake_.string();
+  o.results_root = (dir_ / "results").string();
+  o.force = true;
+  o.jobs = 1;
+  (void)RunSpec(LoadSpec(spec_path_.string()), o);
+  std::vector<std::string> order;
+  std::ifstream in(args);
+  for (std::string l; std::getline(in, l);) {
+    const size_t at = l.find("/points/") + 8;
+    order.push_back(l.substr(at, l.find(".gb.json", at) - at));
+  }
+  std::vector<std::string> expected;  // the unknown ones in spec order, then 90.5, 40, 3 s
+  for (const Point& p : Expand(LoadSpec(spec_path_.string()))) {
+    if (p.id != ids[0] && p.id != ids[1] && p.id != ids[2]) expected.push_back(p.id);
+  }
+  expected.insert(expected.end(), {ids[1], ids[2], ids[0]});
+  EXPECT_EQ(order, expected);
 }
 
 TEST_F(RunnerTest, AFailingPointIsNamedWithItsLogAndTheOthersFinish) {
