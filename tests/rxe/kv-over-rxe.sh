@@ -8,7 +8,8 @@
 #   rpc_mw     type-2 ycsbd, daemon started here and given (--mn HOST:PORT)
 #   rpc_mw     type-1 insert, --mn spawn
 #   onesided_mw  runs if the device offers what it needs; rxe lacks
-#              cross-channel QPs, so there it must exit 77 naming the capability
+#              cross-channel QPs (and qpn_in_bind, masked_atomics), so there
+#              it must exit 77 naming them
 #
 # A run passes when count = the keys asked for, failures = 0 (the workload's
 # own checks: every put went in, every ycsbd read found its key with its
