@@ -31,9 +31,10 @@ using systems::ConfigError;
 
 constexpr const char* kAbout = R"(dmb_micro BENCH [options] [Google Benchmark flags]
 
-Runs ONE experiment point on the deterministic simulated RDMA cluster and
-reports it as one Google Benchmark entry: Iterations 1, manual time = the
-virtual time of the measured phase, counters in virtual microseconds.
+Runs ONE experiment point on the deterministic simulated RDMA cluster (or,
+access, alloc and kv with --backend ibv, on real RDMA devices) and reports it
+as one Google Benchmark entry: Iterations 1, manual time = the virtual time
+of the measured phase, counters in virtual microseconds (wall clock on ibv).
 `--bench BENCH` anywhere on the line is the same as BENCH first.
 `dmb_micro BENCH --help` lists the bench's options.)";
 
@@ -47,8 +48,8 @@ registrations / binds), the counters above as numeric fields, and label
 "bench=..,system=..,threads=..,...,knobs=K=V,K=V" (knobs last; "-" for none).
 Exit status: 0 ok, 2 bad input (one line on stderr names it and the fix),
 1 the simulation failed, 77 skipped: the ibv device lacks what the approach
-needs (access, alloc with --backend ibv; one line on stderr: "skipped:
-needs CAP,...").
+needs (access, alloc, kv with --backend ibv; one line on stderr:
+"skipped: needs CAP,...").
 
 Example:
   dmb_micro alloc --system rpc_mw --set mw_type=2 --threads 24 \

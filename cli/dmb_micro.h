@@ -69,7 +69,7 @@ struct BedArgs : CommonArgs {
 // `pool_help` says what the pool is for this bench.
 void AddBedOptions(CLI::App* bench, BedArgs* a, const std::string& pool_help);
 // --backend sim|ibv, --devices D[,D], --mn HOST:PORT|spawn: real RDMA
-// devices instead of the simulated cluster (access, alloc).
+// devices instead of the simulated cluster (access, alloc, kv).
 void AddIbvOptions(CLI::App* bench, BedArgs* a);
 // --threads: CN threads per CN (access, alloc, kv).
 void AddThreadsOption(CLI::App* bench, int* threads);

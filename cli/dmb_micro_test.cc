@@ -360,6 +360,49 @@ TEST(DmbMicroKv, RefusedApproachOrValueExits2WithTheFix) {
       << o.out;
 }
 
+// kv over real verbs (--backend ibv), checked without a device: the options
+// parse, in the runner's spelling (ansible/figure.yml backend=ibv), up to the
+// device lookup; the ibv flags need --backend ibv; --help says what ibv
+// omits. The run itself is the rxe tier's (tests/rxe/kv-over-rxe.sh).
+TEST(DmbMicroKv, IbvOptionsParseUpToTheDevice) {
+  // What the runner writes for a figure-6 point, plus its --micro-args.
+  Outcome o = RunMicro(
+      "--bench kv --backend ibv --mn=127.0.0.1:1 --devices=dmb_no_such_dev --system rpc_mw "
+      "--set granularity=2KB --set mw_type=2 --keys 100000 --kv-size block --mn-cores 1 "
+      "--pool 1GB --threads 24 --value 1KB --workload fillsync --seed 1 "
+      "--benchmark_format=json",
+      true);
+  EXPECT_EQ(o.exit_code, 2) << o.out;
+  const bool no_dev = o.out.find("no RDMA device 'dmb_no_such_dev'") != std::string::npos;
+  const bool no_ibv = o.out.find("built without libibverbs") != std::string::npos;
+  EXPECT_TRUE(no_dev || no_ibv) << o.out;
+  EXPECT_EQ(o.out.find('\n'), o.out.size() - 1) << "one line: " << o.out;
+  o = RunMicro("kv --backend ibv --mn spawn --devices dmb_no_such_dev --keys 10", true);
+  EXPECT_EQ(o.exit_code, 2) << o.out;
+  EXPECT_TRUE(o.out.find("dmb_no_such_dev") != std::string::npos || no_ibv) << o.out;
+}
+
+TEST(DmbMicroKv, IbvFlagsNeedBackendIbv) {
+  for (const char* args : {"--bench kv --mn mn1:18515 --keys 10", "kv --devices rxe1 --keys 10",
+                           "kv --backend sim --mn spawn --keys 10"}) {
+    const Outcome o = RunMicro(args, true);
+    EXPECT_EQ(o.exit_code, 2) << args << ": " << o.out;
+    EXPECT_NE(o.out.find("--mn and --devices need --backend ibv"), std::string::npos)
+        << args << ": " << o.out;
+  }
+  const Outcome o = RunMicro("kv --backend rdma", true);
+  EXPECT_EQ(o.exit_code, 2) << o.out;
+  EXPECT_NE(o.out.find("--backend: expected sim or ibv, got \"rdma\""), std::string::npos) << o.out;
+}
+
+TEST(DmbMicroKv, HelpSaysWhatIbvMeasuresAndOmits) {
+  const Outcome o = RunMicro("kv --help");
+  EXPECT_EQ(o.exit_code, 0) << o.out;
+  for (const char* f : {"--backend", "--devices", "--mn", "wall clock", "omits them"}) {
+    EXPECT_NE(o.out.find(f), std::string::npos) << f << " in\n" << o.out;
+  }
+}
+
 // A small swap run: 2 Kmeans tasks of 1 MB on 2 CNs.
 constexpr const char* kSwapSmall =
     "--bench swap --cns 2 --tasks 2 --scale 0.00048828125 --trace-dir /tmp/dmb_micro_test_traces ";

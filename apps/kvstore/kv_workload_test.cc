@@ -34,6 +34,7 @@ Point Run(const std::string& system, const std::string& granularity, int cns, in
   s.keys = keys;
   const KvWorkloadResult r = RunKvWorkload(tb, s);
   EXPECT_EQ(r.failures, 0u) << system << ": " << r.first_failure;
+  EXPECT_TRUE(r.mn_cpu_measured) << "the simulator's MN CPU is sampled";
   return {r.tput_mops(), r.dealloc_rate, r.mn_cpu_peak, r.mn_cpu_mean};
 }
 

@@ -50,7 +50,7 @@ CLI::App* AddRunCommand(CLI::App& app, RunCommandArgs* a) {
                   "runner's own (backend, host, wall_s) or added: where the points ran")
       ->check(CLI::ExistingFile);
   run->add_option("--backend", a->backend,
-                  "sim, or ibv: every point on real RDMA devices (access and alloc points; "
+                  "sim, or ibv: every point on real RDMA devices (access, alloc and kv points; "
                   "pass the daemon and devices with --micro-arg); a point the device cannot "
                   "run is recorded as skipped with the capabilities it lacks")
       ->check(CLI::IsMember({"sim", "ibv"}))

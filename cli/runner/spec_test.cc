@@ -189,6 +189,29 @@ TEST(Spec, SwapRunsCheckTheirParameters) {
             "runs[1].grid.tasks[0]: expected an integer >= 1, got \"0\"");
 }
 
+// Figures 6-7 on ibv: a kv point's command gets --backend ibv and the
+// daemon's address before its own flags, as access and alloc points do
+// (dmb_micro_test's IbvOptionsParseUpToTheDevice runs this spelling).
+TEST(Spec, KvPointsRunOnIbvWithTheDaemonsAddress) {
+  const std::string kv =
+      Replace(kGood, "  - op: offload_read\n    grid: {offload_qps: [0, 96]}",
+              "  - op: kv\n    params: {keys: 1000}\n    grid: {workload: [fillsync, ycsbd]}\n"
+              "    systems: [{system: rpc_mw, knobs: {mw_type: 2, granularity: 2KB}}]");
+  std::vector<Point> points;
+  for (const Point& p : Expand(ParseSpec(kv))) {
+    if (p.op == "kv") points.push_back(p);
+  }
+  ASSERT_EQ(points.size(), 4u);  // two workloads, two seeds
+  const auto cmd =
+      MicroCommand("dmb_micro", points[0], "out.json", "ibv", {"--mn=mn1:18515", "--devices=d0"});
+  const std::vector<std::string> head(cmd.begin(), cmd.begin() + 7);
+  EXPECT_EQ(head, (std::vector<std::string>{"dmb_micro", "--bench", "kv", "--backend", "ibv",
+                                            "--mn=mn1:18515", "--devices=d0"}));
+  const auto wl = std::find(cmd.begin(), cmd.end(), "--workload");
+  ASSERT_NE(wl, cmd.end());
+  EXPECT_EQ(*(wl + 1), "fillsync");
+}
+
 // memcached's key popularity as a swept parameter: passed as --skew, in the
 // CSV's skew column; absent, the point (and its hash) is as before the knob.
 TEST(Spec, SwapSkewIsAParameterTheMicroProgramGets) {
