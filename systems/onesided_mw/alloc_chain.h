@@ -97,7 +97,8 @@
 // element per lane (an instance already past its ticket), which the MN's
 // repair restores (Inspect: every lane's last instance). A reply the CN's
 // RNIC NAKs comes after its ticket: that entry stays granted (owner_id =
-// the requester, in its budget, reclaimed if the CN crashes).
+// the requester, in its budget, reclaimed if the CN crashes), and the
+// renewal that follows hands it to the CN (OsmwMn::RenewAlloc, "Settling").
 //
 // Placeholders that no step rewrote make the chain fault instead of doing
 // harm: binds carry rkey 0 and (k >= 1) the qpn of L_0 (outside the data
