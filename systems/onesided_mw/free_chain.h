@@ -167,9 +167,14 @@
 // own, or padding: L2 faults on 0). The damage stays with entries that are
 // the requester's or nobody's.
 //
-// Recovery (MN CPU rebuilding a faulted chain, reclaiming a half-unbound
-// entry after a fault at U) is not written; Faulted() is what the MN CPU
-// would check.
+// Recovery (MN CPU, OsmwMn::RenewFree): Faulted() tells a refused request
+// from a slow one (the CN asks when its reply is late); Quiesce, then
+// InspectRequest for every request in the lanes' slots: one whose L2 ran
+// freed its entry (a partial one is finished), one whose owner check passed
+// (F.enable ran) but whose L2 did not is finished by the MN; the CN learns
+// which of its requests freed. F.inv0 succeeds only for the owner, so what
+// the MN finishes (owner_id checked again) is an entry its owner asked to
+// free, even one a fault at U left half unbound.
 //
 // Recycling (FreeChainConfig::recycle): as the allocation chain's (see
 // alloc_chain.h): K = max_instances instances (K/W per lane, a power of two
