@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -123,10 +124,20 @@ struct ReplyDeadline {
   bool done = false;
   bool timed_out = false;
 };
+// Asked when a reply deadline passes (control path: the MN CPU reads the
+// chain's QP states): true = the chain has not faulted, the request is only
+// slow (a loaded link or RNIC), so the CN waits another `timeout` instead of
+// declaring the chain dead. Empty: give up at the first deadline.
+using LivenessCheck = std::function<Task<bool>()>;
 inline Task<void> ArmDeadline(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<ReplyDeadline> d,
-                              Ps timeout) {
-  co_await rt->SleepFor(timeout);
-  if (d->done) co_return;
+                              Ps timeout, LivenessCheck alive = {}) {
+  for (bool running = true; running;) {
+    co_await rt->SleepFor(timeout);
+    if (d->done) co_return;
+    running = false;
+    if (alive) running = co_await alive();  // (gcc 12: not inside a condition)
+    if (d->done) co_return;
+  }
   d->timed_out = true;
   if (qp->state() != fabric::QpState::kErr) qp->Modify(fabric::QpState::kErr);
 }

@@ -466,10 +466,16 @@ AllocChain::Progress AllocChain::Inspect(uint64_t m) const {
   const uint64_t slot = scratch_ + kScratchSlotsOff + kSlotBytes * (m % cfg_.max_instances);
   if (p.steps >= 1) p.element = mn_->memory().LoadU64(slot);
   if (p.steps >= 4) {
+    // The ticket (recycling) puts 0 back into L6's address; L6 staged the
+    // entry's handle (its own address) by then.
+    const uint64_t at =
+        p.steps >= kWorkerWrs ? slot + 8 : ln.l->SendWqeAddr(first + 5) + WqeLayout::kRemoteAddr;
     uint8_t b[8];
-    mn_->memory().Read(ln.l->SendWqeAddr(first + 5) + WqeLayout::kRemoteAddr, b, 8);
+    mn_->memory().Read(at, b, 8);
     p.entry = fabric::LoadBe64(b);
   }
+  // A's reply WQE of m is its (g+1)-th; WQEs are counted when started.
+  p.replied = a_->counters().send_wrs_executed > AllocIndex(m) + md_->group_size();
   return p;
 }
 
@@ -555,8 +561,10 @@ bool AllocClient::PostRequest(uint32_t seq, const std::vector<uint32_t>& access_
   return posted;
 }
 
-Task<Result<AllocGrant>> AllocClient::Allocate(std::vector<uint32_t> access_qpns, Ps timeout) {
+Task<Result<AllocGrant>> AllocClient::Allocate(std::vector<uint32_t> access_qpns, Ps timeout,
+                                               uint32_t* seq_out) {
   Result<AllocGrant> r;
+  if (seq_out) *seq_out = kNoSeq;
   if (access_qpns.size() + 1 != g_) {
     r.status = Status(Code::kInvalidArgument,
                       "onesided_mw alloc: a group of " + std::to_string(g_) + " MWs needs " +
@@ -565,11 +573,14 @@ Task<Result<AllocGrant>> AllocClient::Allocate(std::vector<uint32_t> access_qpns
     co_return r;
   }
   while (in_flight_ >= lanes_) co_await slot_free_.Wait();
-  if (qp_->state() == QpState::kErr) {
-    r.status = Status(Code::kLaneBroken, "onesided_mw alloc: the alloc QP is in ERR");
+  // A request number is taken only for a request that goes out: the MN's
+  // chain numbers its instances by the requests it takes.
+  if (broken_ || qp_->state() != QpState::kRts) {
+    r.status = Status(Code::kLaneBroken, "onesided_mw alloc: the alloc QP is stopped or in ERR");
     co_return r;
   }
   const uint32_t seq = next_seq_++;
+  if (seq_out) *seq_out = seq;
   if (!PostRequest(seq, access_qpns)) {
     r.status = Status(Code::kLaneBroken, "onesided_mw alloc: cannot post on the alloc QP");
     co_return r;
@@ -578,14 +589,48 @@ Task<Result<AllocGrant>> AllocClient::Allocate(std::vector<uint32_t> access_qpns
   // No suspension since seq was taken: turns are taken in request order.
   co_await reply_turn_.Lock();
   auto pending = std::make_shared<chain::ReplyDeadline>();
-  rt_->Spawn(chain::ArmDeadline(rt_, qp_, pending, timeout));
+  rt_->Spawn(chain::ArmDeadline(rt_, qp_, pending, timeout, alive_));
   const fabric::WorkCompletion wc = co_await recv_cq_->Next();
   pending->done = true;
-  reply_turn_.Unlock();
   r = ReadReply(seq, wc, pending->timed_out, timeout);
+  if (r.ok() && broken_) {
+    r.status = Status(Code::kLaneBroken,
+                      "onesided_mw alloc: an earlier reply on this alloc QP "
+                      "failed; the renewal settles this request");
+  }
+  if (r.ok()) {
+    ++accepted_;
+  } else if (!broken_) {
+    // The first failed reply: whatever arrives after it is not taken (the
+    // MN's renewal reports it instead), so what was taken stays a prefix.
+    broken_ = true;
+    if (qp_->state() != QpState::kErr) qp_->Modify(QpState::kErr);
+  }
+  reply_turn_.Unlock();
   --in_flight_;
   slot_free_.NotifyAll();
   co_return r;
+}
+
+Task<uint64_t> AllocClient::Stop() {
+  broken_ = true;
+  if (qp_->state() != QpState::kErr) qp_->Modify(QpState::kErr);
+  // ERR flushes every pending RECV: the allocations in flight return at once.
+  while (in_flight_ > 0) co_await slot_free_.Wait();
+  slot_free_.NotifyAll();  // those waiting for a slot see the QP stopped
+  co_return accepted_;
+}
+
+void AllocClient::Salvage(std::vector<AllocGrant> grants) {
+  for (AllocGrant& g : grants) salvaged_[g.seq] = std::move(g);
+}
+
+std::optional<AllocGrant> AllocClient::TakeSalvaged(uint32_t seq) {
+  const auto it = salvaged_.find(seq);
+  if (it == salvaged_.end()) return std::nullopt;
+  AllocGrant g = std::move(it->second);
+  salvaged_.erase(it);
+  return g;
 }
 
 Result<AllocGrant> AllocClient::ReadReply(uint32_t seq, const fabric::WorkCompletion& wc,

@@ -97,7 +97,8 @@
 // element per lane (an instance already past its ticket), which the MN's
 // repair restores (Inspect: every lane's last instance). A reply the CN's
 // RNIC NAKs comes after its ticket: that entry stays granted (owner_id =
-// the requester, in its budget, reclaimed if the CN crashes).
+// the requester, in its budget, reclaimed if the CN crashes), and the
+// renewal that follows hands it to the CN (OsmwMn::RenewAlloc, "Settling").
 //
 // Placeholders that no step rewrote make the chain fault instead of doing
 // harm: binds carry rkey 0 and (k >= 1) the qpn of L_0 (outside the data
@@ -172,10 +173,13 @@
 #include <bit>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "fabric/node.h"
+#include "systems/common/chain_wr.h"
 #include "systems/common/wait_list.h"
 #include "systems/onesided_mw/layout.h"
 #include "systems/onesided_mw/metadata.h"
@@ -246,17 +250,27 @@ class AllocChain {
   // rings), CQs, MRs and scratch back to the MN (MN CPU, after a rebuild).
   // The chain is unusable afterwards.
   Task<void> Destroy();
-  // What request `m` (absolute, 0-based) did on its lane's L, read after
-  // Quiesce. L's steps run in order and each is counted when started, so `steps` says
-  // exactly which effects happened: 1 the claim (head FAA), 4 the element
-  // read into L6, 5 the element zeroed, 7 owner_id written, 8 the ticket
-  // (the reply was acknowledged: the CN has the grant).
+  // What request `m` (absolute, 0-based) did, read after Quiesce. L's steps
+  // run in order and each is counted when started, so `steps` says exactly
+  // which effects happened: 1 the claim (head FAA), 4 the element read into
+  // L6, 5 the element zeroed, 6 the entry read (binds and staged handle
+  // rewritten), 7 owner_id written, 8 the ticket. `replied`: A started m's
+  // reply WRITE (A runs in order and a failed bind stops it, so every bind
+  // of m succeeded): the grant went out to the CN's QP. Whether it arrived
+  // the MN cannot see (a CN that gave up on it moved its QP to ERR first);
+  // the renewal tells the CN (OsmwMn::RenewAlloc). Valid for the last
+  // lane_instances() requests of each lane only (older slots are reused).
   struct Progress {
     uint32_t steps = 0;
     uint64_t element = 0;  // the claimed element's address (steps >= 1)
-    uint64_t entry = 0;    // what the element held (steps >= 4): 0 = the queue was empty
+    // What the element held (steps >= 4; from L6's address until the ticket
+    // restores it, then from the staged handle): 0 = the queue was empty.
+    uint64_t entry = 0;
+    bool replied = false;
   };
   Progress Inspect(uint64_t m) const;
+  // Instances per lane (max_instances / lanes): how far back Inspect sees.
+  uint32_t lane_instances() const { return LaneInstances(); }
   // The request lane `w` last started (its L ran at least one of its
   // steps), or -1: the only one of the lane that can be partial.
   int64_t LastStarted(uint32_t w) const;
@@ -348,11 +362,30 @@ class AllocClient {
   // CN_buff) tells the CN the reply bytes have landed, without a polling loop
   // that would have to sleep in virtual time. Callers may overlap: beyond
   // `lanes` in flight they wait for a slot. With no reply within `timeout`
-  // (the MN's chain faulted, e.g. on an empty free-MW queue) the client moves
-  // its alloc QP to ERR, which flushes every pending RECV, and every
-  // allocation in flight returns kLaneBroken: the lane is dead until
-  // reconnected (so is the MN end).
-  Task<Result<AllocGrant>> Allocate(std::vector<uint32_t> access_qpns, Ps timeout);
+  // the client asks the liveness check (if set): a chain that has not
+  // faulted is only slow and the client waits another `timeout`. Otherwise
+  // (the MN's chain faulted, e.g. on an empty free-MW queue) it moves its
+  // alloc QP to ERR, which flushes every pending RECV, and every allocation
+  // in flight returns kLaneBroken: the lane is dead until reconnected (so
+  // is the MN end). `*seq` (if given): the request's number, or kNoSeq when
+  // nothing was sent (the client was already stopped). Request numbers are
+  // the MN chain's instance numbers: one per request actually sent.
+  static constexpr uint32_t kNoSeq = ~0u;
+  Task<Result<AllocGrant>> Allocate(std::vector<uint32_t> access_qpns, Ps timeout,
+                                    uint32_t* seq = nullptr);
+  void set_liveness(chain::LivenessCheck alive) { alive_ = std::move(alive); }
+
+  // ---- Renewal (OsmwMn::RenewAlloc) ----
+  // Moves the alloc QP to ERR (nothing more arrives on it), waits until
+  // every Allocate in flight has returned and returns how many replies it
+  // accepted: exactly requests 0..n-1 (replies arrive in request order, and
+  // after the first failed one the client accepts none: the lane is dead).
+  Task<uint64_t> Stop();
+  // Grants of requests >= Stop()'s count that the MN had sent (the renewal
+  // salvaged them): each goes to the allocation that sent the request.
+  void Salvage(std::vector<AllocGrant> grants);
+  // The salvaged grant of request `seq`, once (nullopt: none).
+  std::optional<AllocGrant> TakeSalvaged(uint32_t seq);
 
   // Attack tests: a malicious CN's edit of the control values it sends with
   // request `seq` (those of the lane's next instance, ControlValues order).
@@ -377,8 +410,12 @@ class AllocClient {
   fabric::Qp* qp_ = nullptr;
   uint32_t next_seq_ = 0;
   uint32_t in_flight_ = 0;
-  WaitList slot_free_;  // allocations waiting for one of the `lanes` slots
-  CoMutex reply_turn_;  // replies are consumed in request order
+  uint64_t accepted_ = 0;  // replies handed to callers: requests 0..accepted_-1
+  bool broken_ = false;    // a reply failed (or Stop): accept nothing more
+  WaitList slot_free_;     // allocations waiting for one of the `lanes` slots
+  CoMutex reply_turn_;     // replies are consumed in request order
+  chain::LivenessCheck alive_;
+  std::map<uint32_t, AllocGrant> salvaged_;
   Tamper tamper_;
 };
 

@@ -545,17 +545,28 @@ Task<void> FreeChain::Destroy(fabric::Runtime* rt) {
 }
 
 FreeChain::Progress FreeChain::Inspect(uint32_t w) const {
-  Progress p;
+  const int64_t m = LastStarted(w);
+  return m < 0 ? Progress{} : InspectRequest(static_cast<uint64_t>(m));
+}
+
+int64_t FreeChain::LastStarted(uint32_t w) const {
   const uint64_t e = lanes_.at(w).l->counters().send_wrs_executed;
-  if (e == 0) return p;
-  const uint64_t per = WorkerStride();
-  const uint64_t j = (e - 1) / per;
-  p.steps = static_cast<uint32_t>(e - j * per);
-  const uint64_t slot = BasesOf(j * cfg_.lanes + w).slot;
-  p.element = mn_->memory().LoadU64(slot);
-  uint8_t b[8];
-  mn_->memory().Read(slot + 8, b, 8);
-  p.handle = fabric::LoadBe64(b);
+  if (e == 0) return -1;
+  return static_cast<int64_t>((e - 1) / WorkerStride() * cfg_.lanes + w);
+}
+
+FreeChain::Progress FreeChain::InspectRequest(uint64_t m) const {
+  Progress p;
+  const Bases b = BasesOf(m);
+  const uint64_t e = lanes_.at(b.w).l->counters().send_wrs_executed;
+  p.steps = e <= b.l0 ? 0 : static_cast<uint32_t>(std::min<uint64_t>(e - b.l0, WorkerStride()));
+  p.element = mn_->memory().LoadU64(b.slot);
+  uint8_t x[8];
+  mn_->memory().Read(b.slot + 8, x, 8);
+  p.handle = fabric::LoadBe64(x);
+  mn_->memory().Read(b.slot + 24, x, 8);
+  p.named = fabric::LoadBe64(x);
+  p.owner_checked = f_->counters().send_wrs_executed > b.f0 + 3;  // F.enable, after F.inv0
   return p;
 }
 
@@ -649,39 +660,54 @@ bool FreeClient::PostRequest(uint64_t seq, uint64_t handle) {
   return posted;
 }
 
-Task<Status> FreeClient::Free(uint64_t handle, Ps timeout) {
+Task<Status> FreeClient::Free(uint64_t handle, Ps timeout, uint64_t* seq_out) {
+  if (seq_out) *seq_out = kNoSeq;
   while (in_flight_ >= lanes_) co_await slot_free_.Wait();
-  if (qp_->state() == QpState::kErr || reply_qp_->state() == QpState::kErr) {
-    co_return Status(Code::kLaneBroken, "onesided_mw free: the Free QP is in ERR");
+  if (broken_ || qp_->state() != QpState::kRts || reply_qp_->state() != QpState::kRts) {
+    co_return Status(Code::kLaneBroken, "onesided_mw free: the Free QP is stopped or in ERR");
   }
-  if (!PostRequest(next_seq_++, handle)) {
+  const uint64_t seq = next_seq_++;  // only for a request that goes out
+  if (seq_out) *seq_out = seq;
+  if (!PostRequest(seq, handle)) {
     co_return Status(Code::kLaneBroken, "onesided_mw free: cannot post on the Free QP");
   }
   ++in_flight_;
   // No suspension since the request was posted: turns are taken in request order.
   co_await reply_turn_.Lock();
   auto pending = std::make_shared<chain::ReplyDeadline>();
-  rt_->Spawn(chain::ArmDeadline(rt_, reply_qp_, pending, timeout));
+  rt_->Spawn(chain::ArmDeadline(rt_, reply_qp_, pending, timeout, alive_));
   const fabric::WorkCompletion wc = co_await recv_cq_->Next();
   pending->done = true;
   // A refused free kills both QPs: nothing more goes out on this pair.
   if (pending->timed_out && qp_->state() != QpState::kErr) qp_->Modify(QpState::kErr);
+  const bool freed = wc.status == fabric::WcStatus::kSuccess && wc.byte_len == 0;
+  if (freed && !broken_) ++confirmed_;
+  if (!freed) broken_ = true;
   reply_turn_.Unlock();
   --in_flight_;
   slot_free_.NotifyAll();
   if (wc.status == fabric::WcStatus::kSuccess) {
-    co_return wc.byte_len == 0 ? Status()
-                               : Status(Code::kLaneBroken, "onesided_mw free: malformed reply");
+    co_return freed ? Status() : Status(Code::kLaneBroken, "onesided_mw free: malformed reply");
   }
   if (pending->timed_out) {
     co_return Status(Code::kNotOwner,
                      "onesided_mw free: no reply within " + std::to_string(PsToUs(timeout)) +
-                         " us (the MN's chain refused: not the owner, a double free or a "
-                         "forged handle; or it is dead); the Free QP is now in ERR");
+                         " us and the MN's chain faulted (it refused: not the owner, a double "
+                         "free or a forged handle; or it is dead); the Free QP is now in ERR");
   }
   co_return Status(Code::kLaneBroken, "onesided_mw free: the Free QP failed (" +
                                           std::string(fabric::WcStatusName(wc.status)) +
                                           "): an earlier free on it was refused");
+}
+
+Task<uint64_t> FreeClient::Stop() {
+  broken_ = true;
+  for (fabric::Qp* q : {qp_, reply_qp_}) {
+    if (q->state() != QpState::kErr) q->Modify(QpState::kErr);
+  }
+  while (in_flight_ > 0) co_await slot_free_.Wait();
+  slot_free_.NotifyAll();
+  co_return confirmed_;
 }
 
 }  // namespace dmb::systems::onesided_mw

@@ -167,9 +167,14 @@
 // own, or padding: L2 faults on 0). The damage stays with entries that are
 // the requester's or nobody's.
 //
-// Recovery (MN CPU rebuilding a faulted chain, reclaiming a half-unbound
-// entry after a fault at U) is not written; Faulted() is what the MN CPU
-// would check.
+// Recovery (MN CPU, OsmwMn::RenewFree): Faulted() tells a refused request
+// from a slow one (the CN asks when its reply is late); Quiesce, then
+// InspectRequest for every request in the lanes' slots: one whose L2 ran
+// freed its entry (a partial one is finished), one whose owner check passed
+// (F.enable ran) but whose L2 did not is finished by the MN; the CN learns
+// which of its requests freed. F.inv0 succeeds only for the owner, so what
+// the MN finishes (owner_id checked again) is an entry its owner asked to
+// free, even one a fault at U left half unbound.
 //
 // Recycling (FreeChainConfig::recycle): as the allocation chain's (see
 // alloc_chain.h): K = max_instances instances (K/W per lane, a power of two
@@ -210,9 +215,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "fabric/node.h"
+#include "systems/common/chain_wr.h"
 #include "systems/common/wait_list.h"
 #include "systems/onesided_mw/metadata.h"
 #include "systems/status.h"
@@ -304,8 +311,21 @@ class FreeChain {
     uint32_t steps = 0;
     uint64_t element = 0;  // the claimed tail position (steps >= 3)
     uint64_t handle = 0;   // the entry being freed (steps >= 2)
+    // InspectRequest only. `named`: the entry L1 read for it (steps >= 1).
+    // `owner_checked`: F ran the request's F.enable, so its F.inv0 (the
+    // owner check on the CN's own Free QP) succeeded: the CN owns `named`
+    // and asked to free it, even if the chain stopped before L2.
+    uint64_t named = 0;
+    bool owner_checked = false;
   };
   Progress Inspect(uint32_t w = 0) const;
+  // The request lane `w`'s L last started (-1: none), and what request `m`
+  // did (its steps are the lane's full stride when L went past it). Valid
+  // for the last lane_instances() requests of each lane (slots are reused).
+  int64_t LastStarted(uint32_t w) const;
+  Progress InspectRequest(uint64_t m) const;
+  uint32_t lane_instances() const { return cfg_.max_instances / cfg_.lanes; }
+  uint32_t worker_stride() const { return static_cast<uint32_t>(WorkerStride()); }
 
  private:
   FreeChain() = default;
@@ -411,7 +431,24 @@ class FreeClient {
   // kNotOwner. The frees behind it in flight are flushed (none of them
   // passed the refused instance's owner check, or their replies wait behind
   // its reply) and return kLaneBroken: retry them on a renewed chain.
-  Task<Status> Free(uint64_t handle, Ps timeout);
+  // With a liveness check (set_liveness), a deadline that passes while the
+  // MN's chain has not faulted only restarts the wait: a slow reply is not a
+  // refusal. `*seq` (if given): the request's number (the chain's instance
+  // number), or kNoSeq when nothing was sent.
+  static constexpr uint64_t kNoSeq = ~uint64_t{0};
+  Task<Status> Free(uint64_t handle, Ps timeout, uint64_t* seq = nullptr);
+  void set_liveness(chain::LivenessCheck alive) { alive_ = std::move(alive); }
+
+  // ---- Renewal (OsmwMn::RenewFree) ----
+  // Moves both QPs to ERR, waits until every Free in flight has returned and
+  // returns how many "freed" replies came, in order: requests 0..n-1 are
+  // freed; what became of the later ones only the MN knows.
+  Task<uint64_t> Stop();
+  // Requests >= Stop()'s count that the MN freed (it stopped them after the
+  // owner check, or their reply was lost): they succeeded.
+  void Settle(const std::vector<uint64_t>& freed) { settled_.insert(freed.begin(), freed.end()); }
+  // True (once) when request `seq` was settled as freed.
+  bool TakeSettled(uint64_t seq) { return settled_.erase(seq) > 0; }
 
   // Attack tests: a malicious CN's edit of the tail values (TailValues order)
   // it sends with its free `seq`.
@@ -436,8 +473,12 @@ class FreeClient {
   uint32_t lanes_ = 1;
   uint64_t next_seq_ = 0;
   uint32_t in_flight_ = 0;
-  WaitList slot_free_;  // frees waiting for one of the `lanes` slots
-  CoMutex reply_turn_;  // replies are consumed in request order
+  uint64_t confirmed_ = 0;  // "freed" replies in order: requests 0..confirmed_-1
+  bool broken_ = false;     // a reply failed (or Stop): count no more
+  WaitList slot_free_;      // frees waiting for one of the `lanes` slots
+  CoMutex reply_turn_;      // replies are consumed in request order
+  chain::LivenessCheck alive_;
+  std::set<uint64_t> settled_;
   Tamper tamper_;
 };
 

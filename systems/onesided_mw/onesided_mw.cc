@@ -154,10 +154,12 @@ Task<uint32_t> OsmwMn::OpenPair(uint32_t cn, fabric::Qp* cn_alloc_qp, FreeQps cn
     p->stopped_code = Code::kLaneBroken;
   } else {
     p->free = co_await NewFreeChain(cn_free);
+    p->free_peer = cn_free.request;
     if (cut(cn)) {
       p->stopped_why = "onesided_mw: CN " + std::to_string(cn) + " is over its budget";
     } else {
       p->alloc = co_await NewAllocChain(cn, p->free->free_qp()->qp_num(), cn_alloc_qp);
+      p->alloc_peer = cn_alloc_qp;
     }
   }
   pairs_.push_back(std::move(p));
@@ -245,7 +247,7 @@ Task<bool> OsmwMn::RetireAlloc(Pair& p) {
 Task<void> OsmwMn::DropFree(Pair& p) {
   if (!p.free) co_return;
   co_await p.free->Quiesce(&runtime());
-  co_await RepairFree(*p.free);
+  (void)co_await RepairFree(*p.free, p);
   p.frees_before += p.free->frees_done();
   co_await p.free->Destroy(&runtime());
   p.free.reset();
@@ -284,29 +286,60 @@ Task<bool> OsmwMn::RepairAlloc(Pair& p) {
   co_await c.Quiesce(&runtime());
   const uint64_t taken = c.requests_taken();
   p.allocs_before += std::max(taken, c.claims_started());
+  p.sent.clear();
   bool was_empty = false;
-  for (uint32_t w = 0; w < c.lanes(); ++w) was_empty |= co_await RepairLane(c, w);
+  for (uint32_t w = 0; w < c.lanes(); ++w) was_empty |= co_await RepairLane(p, w);
   co_return was_empty;
 }
 
-// Each lane's L runs its instances in order, so only the one it stopped in
+// Each lane's L runs its requests in order, so only the one it stopped in
 // can be partial (with honest counts: its last request's; with wrong ones,
-// any). True when that instance found the queue empty.
-Task<bool> OsmwMn::RepairLane(AllocChain& c, uint32_t w) {
-  const int64_t m = c.LastStarted(w);
-  if (m < 0) co_return false;
-  const AllocChain::Progress pr = c.Inspect(static_cast<uint64_t>(m));
+// any). The ones before it went all the way, but their replies may never
+// have reached the CN: every request still in the lane's slots is read.
+// True when one found the queue empty.
+Task<bool> OsmwMn::RepairLane(Pair& p, uint32_t w) {
+  const AllocChain& c = *p.alloc;
+  bool empty = false;
+  int64_t m = c.LastStarted(w);
+  for (uint32_t n = 0; m >= 0 && n < c.lane_instances(); ++n, m -= c.lanes()) {
+    empty |= co_await RepairRequest(p, static_cast<uint64_t>(m));
+  }
+  co_return empty;
+}
+
+// Request m of the stopped chain. Its grant went out (A started the reply):
+// it is the CN's whatever became of the reply, so the entry keeps its owner
+// (written here if the chain stopped before L7) and goes to p.sent for the
+// CN's renewal to settle. It did not: whatever it took out of the queue
+// goes back, since no one else can know of it.
+Task<bool> OsmwMn::RepairRequest(Pair& p, uint64_t m) {
+  const AllocChain::Progress pr = p.alloc->Inspect(m);
   co_await BookkeepingCost();
-  if (pr.steps == 0 || pr.steps >= AllocChain::kWorkerWrs) co_return false;  // nothing / granted
+  if (pr.steps == 0) co_return false;
+  const int64_t i = pr.steps >= 4 && pr.entry != 0 ? md_->EntryOf(pr.entry) : -1;
+  const uint64_t owner = OwnerIdOfCn(p.cn);
+  if (pr.replied) {
+    if (i < 0) co_return false;  // binds that succeeded without L6: only a CN's wrong values
+    const uint64_t at = md_->owner_addr(static_cast<uint32_t>(i));
+    if (pr.steps < 7 && node_->memory().LoadU64(at) == kNoOwner) {
+      node_->memory().StoreU64(at, owner);  // L7 never ran
+    }
+    if (node_->memory().LoadU64(at) == owner)
+      p.sent.push_back(GrantOf(m, static_cast<uint32_t>(i)));
+    co_return false;
+  }
   if (pr.steps >= 4 && pr.entry == 0) {
     // The claim found the element empty: the queue ran dry.
     ring_->AddDeadPosition(pr.element);
     co_return true;
   }
   if (pr.steps >= 5) {
-    // The entry left the queue but the CN never got it: take it back.
-    const int64_t i = md_->EntryOf(pr.entry);
-    if (i >= 0) co_await ReclaimEntry(static_cast<uint32_t>(i));
+    // The entry left the queue (L5 zeroed its element) but no reply named
+    // it: take it back (windows the binds made, owner_id, the queue).
+    if (i >= 0) {
+      co_await ReclaimEntry(static_cast<uint32_t>(i));
+      ++p.frees_before;  // claimed, and given back: the budget counts it no more
+    }
     co_return false;
   }
   // Claimed but neither read nor zeroed: whatever the element holds (or an
@@ -315,14 +348,56 @@ Task<bool> OsmwMn::RepairLane(AllocChain& c, uint32_t w) {
   co_return false;
 }
 
-Task<Status> OsmwMn::RenewAlloc(uint32_t pair, fabric::Qp* cn_alloc_qp) {
+AllocGrant OsmwMn::GrantOf(uint64_t seq, uint32_t i) const {
+  AllocGrant g;
+  g.seq = static_cast<uint32_t>(seq);
+  g.handle = md_->entry_addr(i);
+  g.base = md_->chunk_addr(i);
+  // What the binds installed: the windows' current rkeys (the reply's next_rkey).
+  for (uint32_t k = 0; k < g_; ++k) g.rkeys.push_back(md_->mw(i, k)->rkey());
+  return g;
+}
+
+std::vector<uint64_t> OsmwMn::SettleAlloc(Pair& p, AllocSettle* settle) {
+  std::vector<uint64_t> handles;
+  for (AllocGrant& g : p.sent) {
+    if (!settle || g.seq < settle->accepted) continue;
+    handles.push_back(g.handle);
+    ++st_.grants_salvaged;
+    settle->salvaged.push_back(std::move(g));
+  }
+  p.sent.clear();
+  return handles;
+}
+
+Task<bool> OsmwMn::AllocRunning(uint32_t pair, const fabric::Qp* cn_qp) {
+  co_await BookkeepingCost();
+  const Pair& p = *pairs_.at(pair);
+  ++st_.liveness_checks;
+  const bool running = p.alloc && p.alloc_peer == cn_qp && !p.alloc->Faulted();
+  st_.slow_replies += running;
+  co_return running;
+}
+
+Task<bool> OsmwMn::FreeRunning(uint32_t pair, const fabric::Qp* cn_qp) {
+  co_await BookkeepingCost();
+  const Pair& p = *pairs_.at(pair);
+  ++st_.liveness_checks;
+  const bool running = p.free && p.free_peer == cn_qp && !p.free->Faulted();
+  st_.slow_replies += running;
+  co_return running;
+}
+
+Task<Status> OsmwMn::RenewAlloc(uint32_t pair, fabric::Qp* cn_alloc_qp, AllocSettle* settle) {
   Pair& p = *pairs_.at(pair);
   co_await repair_.Lock();
   if (!p.alloc) {
+    (void)SettleAlloc(p, settle);  // what the MN's own stop of the chain left
     repair_.Unlock();
     co_return Status(p.stopped_code, p.stopped_why);
   }
   const bool was_empty = co_await RetireAlloc(p);
+  (void)SettleAlloc(p, settle);
   ++st_.alloc_renewals;
   // An empty queue is the protocol's out-of-memory path, not the CN's fault.
   if (!was_empty && !co_await ChargeRenewal(p.cn)) {
@@ -330,6 +405,7 @@ Task<Status> OsmwMn::RenewAlloc(uint32_t pair, fabric::Qp* cn_alloc_qp) {
     co_return Status(p.stopped_code, p.stopped_why);
   }
   p.alloc = co_await NewAllocChain(p.cn, p.free->free_qp()->qp_num(), cn_alloc_qp);
+  p.alloc_peer = cn_alloc_qp;
   if (was_empty) {
     ++st_.empty_faults;
     if (!empty_) {
@@ -348,8 +424,9 @@ Task<Status> OsmwMn::RenewAlloc(uint32_t pair, fabric::Qp* cn_alloc_qp) {
                      "zeroed element); the MN tells every CN when memory is back");
   }
   co_return Status(Code::kLaneBroken,
-                   "onesided_mw: the allocation chain faulted on this request (bad access QP "
-                   "number or reply buffer?); the MN rebuilt it, nothing was allocated");
+                   "onesided_mw: the allocation chain faulted or was stopped (bad access QP "
+                   "number or reply buffer, or a reply later than the CN waited); the MN rebuilt "
+                   "it and settled every request in flight");
 }
 
 Task<void> OsmwMn::RebindMw0(uint32_t i, uint32_t free_qpn) {
@@ -371,39 +448,83 @@ Task<void> OsmwMn::RebindMw0(uint32_t i, uint32_t free_qpn) {
   }
 }
 
-// A free the MN stopped (a crashed CN, a refused request on its chain) after
-// L2 cleared the entry's owner but before L5 queued it would lose the entry:
-// neither owned nor queued. Finish it: write it into the tail element L3
-// claimed, or enqueue it. Checked against the MWTable and the ring, so a
-// step a CN's wrong values ran (or a repeated repair) queues nothing twice.
-Task<void> OsmwMn::RepairFree(FreeChain& f) {
-  // Each lane's last instance is the only one of the lane that can be partial.
-  for (uint32_t w = 0; w < f.lanes(); ++w) co_await RepairFreeLane(f.Inspect(w));
+// Each lane's last request is the only one of the lane that can be partial;
+// the ones before it went all the way (L5 queued their entry), but their
+// replies may never have reached the CN. Returns the entries of the
+// requests that freed and whose reply the CN did not take (all, without a
+// settlement).
+Task<std::vector<uint64_t>> OsmwMn::RepairFree(FreeChain& f, Pair& p, FreeSettle* settle) {
+  std::vector<uint64_t> freed;
+  for (uint32_t w = 0; w < f.lanes(); ++w) {
+    int64_t m = f.LastStarted(w);
+    for (uint32_t n = 0; m >= 0 && n < f.lane_instances(); ++n, m -= f.lanes()) {
+      const FreeChain::Progress pr = f.InspectRequest(static_cast<uint64_t>(m));
+      const bool done = n == 0 ? co_await RepairFreeLane(pr, p) : pr.steps >= 2;
+      if (!done || (settle && static_cast<uint64_t>(m) < settle->confirmed)) continue;
+      freed.push_back(pr.named);
+      if (settle) {
+        settle->freed.push_back(static_cast<uint64_t>(m));
+        ++st_.frees_settled;
+      }
+    }
+  }
+  co_return freed;
 }
 
-Task<void> OsmwMn::RepairFreeLane(const FreeChain::Progress& pr) {
+// A free the MN stopped (a crashed CN, a refused request on its chain, a
+// renewal) after L2 cleared the entry's owner but before L5 queued it would
+// lose the entry: neither owned nor queued. Finish it: write it into the
+// tail element L3 claimed, or enqueue it. Checked against the MWTable and the
+// ring, so a step a CN's wrong values ran (or a repeated repair) queues
+// nothing twice. One stopped after its owner check (F.inv0 invalidated MW 0)
+// but before L2 is finished too: MW 0 is gone, so the CN could not free the
+// entry again. True when the request freed its entry.
+Task<bool> OsmwMn::RepairFreeLane(const FreeChain::Progress& pr, const Pair& p) {
   co_await BookkeepingCost();
-  if (pr.steps < 2 || pr.steps >= 5) co_return;
+  if (pr.steps < 2) {
+    if (pr.steps == 0 || !pr.owner_checked) co_return false;
+    co_return co_await FinishCheckedFree(pr.named, p);
+  }
+  if (pr.steps >= 5) co_return true;
   const int64_t i = md_->EntryOf(pr.handle);
   if (i < 0 || node_->memory().LoadU64(md_->owner_addr(static_cast<uint32_t>(i))) != kNoOwner) {
-    co_return;  // L2 faulted (the owner was never cleared) or not an entry
+    co_return false;  // L2 faulted (the owner was never cleared) or not an entry
   }
-  for (uint32_t s = 0; s < md_->layout().ring_slots; ++s) {
-    if (md_->LoadElement(s) == pr.handle) co_return;  // already queued
-  }
+  if (Queued(pr.handle)) co_return true;
   if (pr.steps >= 3 && ring_->LoadElementAt(pr.element) == 0) {
     co_await ring_->Fill(pr.element, pr.handle);
   } else {
     (void)co_await ring_->Enqueue(pr.handle);
   }
   ++st_.frees_finished;
+  co_return true;
+}
+
+Task<bool> OsmwMn::FinishCheckedFree(uint64_t handle, const Pair& p) {
+  const int64_t i = md_->EntryOf(handle);
+  if (i < 0 || Queued(handle) ||
+      node_->memory().LoadU64(md_->owner_addr(static_cast<uint32_t>(i))) != OwnerIdOfCn(p.cn)) {
+    co_return false;
+  }
+  co_await ReclaimEntry(static_cast<uint32_t>(i));  // every window, owner_id, the queue
+  ++st_.frees_finished;
+  co_return true;
+}
+
+bool OsmwMn::Queued(uint64_t handle) const {
+  for (uint32_t s = 0; s < md_->layout().ring_slots; ++s) {
+    if (md_->LoadElement(s) == handle) return true;
+  }
+  return false;
 }
 
 Task<Status> OsmwMn::RenewFree(uint32_t pair, FreeQps cn_free, fabric::Qp* cn_alloc_qp,
-                               std::vector<uint64_t> held) {
+                               std::vector<uint64_t> held, AllocSettle* alloc_settle,
+                               FreeSettle* free_settle) {
   Pair& p = *pairs_.at(pair);
   co_await repair_.Lock();
   if (!p.free || !co_await ChargeRenewal(p.cn)) {
+    (void)SettleAlloc(p, alloc_settle);
     repair_.Unlock();
     co_return Status(Code::kLaneBroken, p.stopped_why);
   }
@@ -411,20 +532,33 @@ Task<Status> OsmwMn::RenewFree(uint32_t pair, FreeQps cn_free, fabric::Qp* cn_al
   // holds a QP while windows are bound to it).
   std::unique_ptr<FreeChain> old = std::move(p.free);
   co_await old->Quiesce(&runtime());
-  co_await RepairFree(*old);
+  const std::vector<uint64_t> freed = co_await RepairFree(*old, p, free_settle);
   p.frees_before += old->frees_done();
   ++st_.free_renewals;
   p.free = co_await NewFreeChain(cn_free);
+  p.free_peer = cn_free.request;
   const uint32_t new_f = p.free->free_qp()->qp_num();
   // The allocation chain's BIND of MW 0 names the old Free QP (fixed when
   // posted): it is rebuilt too.
   if (p.alloc) {
     (void)co_await RetireAlloc(p);
     p.alloc = co_await NewAllocChain(p.cn, new_f, cn_alloc_qp);
+    p.alloc_peer = cn_alloc_qp;
   }
   // MW 0 of what the CN still holds through this pair moves to the new Free
-  // QP; the owner check keeps a CN to its own entries.
+  // QP: what it named, and the grants it learns of now; not what the old
+  // chain freed (the CN's frees in flight: the entry may be someone else's
+  // by now). The owner check keeps a CN to its own entries.
+  // `held` counts a handle once per hold (a free in flight still holds it;
+  // the entry may have come back to the CN meanwhile): drop one per free
+  // the old chain did.
+  for (uint64_t h : freed) {
+    if (auto it = std::ranges::find(held, h); it != held.end()) held.erase(it);
+  }
+  const std::vector<uint64_t> salvaged = SettleAlloc(p, alloc_settle);
+  held.insert(held.end(), salvaged.begin(), salvaged.end());
   std::sort(held.begin(), held.end());
+  held.erase(std::unique(held.begin(), held.end()), held.end());
   for (uint64_t h : held) {
     co_await BookkeepingCost();
     const int64_t i = md_->EntryOf(h);
@@ -557,7 +691,8 @@ OsmwCn::OsmwCn(const Deployment& d, uint32_t cn_index, MnControl* mn, const Knob
       alloc_qps_(static_cast<uint32_t>(k.Int("alloc_qps"))),
       instances_(static_cast<uint32_t>(k.Int("chain_instances"))),
       lanes_(AllocLanes(k)),
-      timeout_(static_cast<Ps>(k.Int("reply_timeout_us")) * kPsPerUs) {}
+      timeout_(static_cast<Ps>(k.Int("reply_timeout_us")) * kPsPerUs),
+      probe_(k.Bool("probe_on_timeout")) {}
 
 OsmwMn& OsmwCn::Mn() {
   auto* mn = dynamic_cast<OsmwMn*>(mn_);
@@ -590,14 +725,26 @@ Task<void> OsmwCn::EnsureNotice() {
   Mn().RegisterNotice(cn_index_, qp, notice_addr_, notice_mr_->rkey());
 }
 
+// A client whose reply is late asks the MN whether the chain it is
+// connected to faulted (probe_on_timeout): a slow chain is not renewed.
 std::shared_ptr<AllocClient> OsmwCn::NewAllocClient(Pair& p) {
-  return std::make_shared<AllocClient>(node_, pd_, &deployment_.cluster->runtime(), p.mr,
-                                       p.alloc_buf, g_, instances_, lanes_);
+  auto c = std::make_shared<AllocClient>(node_, pd_, &deployment_.cluster->runtime(), p.mr,
+                                         p.alloc_buf, g_, instances_, lanes_);
+  if (probe_) {
+    OsmwMn* mn = &Mn();
+    c->set_liveness([mn, pp = &p, qp = c->qp()] { return mn->AllocRunning(pp->id, qp); });
+  }
+  return c;
 }
 
 std::shared_ptr<FreeClient> OsmwCn::NewFreeClient(Pair& p) {
-  return std::make_shared<FreeClient>(node_, pd_, &deployment_.cluster->runtime(), p.mr, p.free_buf,
-                                      /*send_cq=*/nullptr, instances_, g_, lanes_);
+  auto c = std::make_shared<FreeClient>(node_, pd_, &deployment_.cluster->runtime(), p.mr,
+                                        p.free_buf, /*send_cq=*/nullptr, instances_, g_, lanes_);
+  if (probe_) {
+    OsmwMn* mn = &Mn();
+    c->set_liveness([mn, pp = &p, qp = c->qp()] { return mn->FreeRunning(pp->id, qp); });
+  }
+  return c;
 }
 
 Task<OsmwCn::Pair*> OsmwCn::NewPair() {
@@ -652,25 +799,20 @@ Task<Result<Chunk>> OsmwCn::Alloc(AccessGroup& g) {
       r.status = co_await Mn().Probe();
       if (!r.ok()) co_return r;
     }
+    while (p.renewing) co_await p.renewed.Wait();
     std::shared_ptr<AllocClient> client = p.alloc;
-    Result<AllocGrant> grant = co_await client->Allocate(qpns, timeout_);
+    uint32_t seq = AllocClient::kNoSeq;
+    Result<AllocGrant> grant = co_await client->Allocate(qpns, timeout_, &seq);
     if (grant.ok()) co_return GrantedChunk(g, p, grant.value);
     co_await p.alloc_lock.Lock();
-    if (client == p.alloc) {
-      // No reply: the chain faulted. The MN CPU finds out why and rebuilds it
-      // for the fresh client's QP (named before anything suspends: under
-      // alloc_lock nobody else replaces p.alloc, but the QP to connect is
-      // this client's whatever happens meanwhile).
-      const std::shared_ptr<AllocClient> fresh = NewAllocClient(p);
-      p.alloc = fresh;
-      co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 3);
-      r.status = co_await Mn().RenewAlloc(p.id, fresh->qp());
-      p.renewal = r.status;
-      if (Mn().closed(cn_index_)) p.closed_why = r.status.message();
-      p.alloc_lock.Unlock();
-      co_return r;
-    }
+    // Whoever comes first renews (the chain faulted, or is stopped).
+    const bool renewer = client == p.alloc;
+    if (renewer) r.status = co_await RenewAllocChain(p);
     p.alloc_lock.Unlock();
+    // The renewal settled this request: the chain had sent its grant (held
+    // since the renewal returned).
+    if (auto salvaged = client->TakeSalvaged(seq)) co_return ChunkOf(g, *salvaged);
+    if (renewer) co_return r;
     // The renewal's verdict holds for every allocation it took down: an
     // empty queue is one for all; a bad request was someone else's.
     if (attempt > 0 || p.renewal.code() == Code::kOutOfMemory) {
@@ -680,39 +822,87 @@ Task<Result<Chunk>> OsmwCn::Alloc(AccessGroup& g) {
   }
 }
 
-Result<Chunk> OsmwCn::GrantedChunk(AccessGroup& g, Pair& p, const AllocGrant& a) {
+// Under alloc_lock. The old client is stopped first (its QP to ERR: no reply
+// arrives on it any more, and the allocations in flight return), so what it
+// took is final; the MN rebuilds the chain for a fresh client and hands back
+// the grants it had sent beyond that, which go to their allocations.
+Task<Status> OsmwCn::RenewAllocChain(Pair& p) {
+  p.renewing = true;
+  const std::shared_ptr<AllocClient> old = p.alloc;
+  AllocSettle settle;
+  settle.accepted = co_await old->Stop();
+  const std::shared_ptr<AllocClient> fresh = NewAllocClient(p);
+  co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 3);
+  const Status st = co_await Mn().RenewAlloc(p.id, fresh->qp(), &settle);
+  Salvage(p, *old, std::move(settle.salvaged));
+  p.alloc = fresh;
+  p.renewal = st;
+  if (Mn().closed(cn_index_)) p.closed_why = st.message();
+  EndRenewal(p);
+  co_return st;
+}
+
+void OsmwCn::EndRenewal(Pair& p) {
+  p.renewing = false;
+  p.renewed.NotifyAll();
+}
+
+// Salvaged grants are held from the moment the renewal returns, before
+// their allocations resume: a free chain renewal meanwhile moves their MW 0.
+void OsmwCn::Salvage(Pair& p, AllocClient& old, std::vector<AllocGrant> grants) {
+  for (const AllocGrant& a : grants) pair_of_handle_.emplace(a.handle, &p);
+  old.Salvage(std::move(grants));
+}
+
+Result<Chunk> OsmwCn::ChunkOf(AccessGroup& g, const AllocGrant& a) const {
   Result<Chunk> r;
   r.value.addr = a.base;
   r.value.bytes = caps_.granularity_bytes;
   r.value.id = a.handle;
   for (size_t i = 0; i < g.size(); ++i) r.value.rkeys.push_back(a.rkeys.at(1 + i % (g_ - 1)));
-  pair_of_handle_[a.handle] = &p;
   return r;
+}
+
+Result<Chunk> OsmwCn::GrantedChunk(AccessGroup& g, Pair& p, const AllocGrant& a) {
+  pair_of_handle_.emplace(a.handle, &p);
+  return ChunkOf(g, a);
 }
 
 Task<Status> OsmwCn::Free(AccessGroup& g, const Chunk& c) {
   auto it = pair_of_handle_.find(c.id);
   // A handle this CN was not granted still goes to the chain, which refuses it.
   Pair& p = it != pair_of_handle_.end() ? *it->second : PairFor(g);
+  auto release = [this, &c, &p] {
+    for (auto [at, end] = pair_of_handle_.equal_range(c.id); at != end; ++at) {
+      if (at->second == &p) {
+        pair_of_handle_.erase(at);
+        return;
+      }
+    }
+  };
   // Frees overlap on the pair's Free QP (up to alloc_lanes in flight). A
-  // refused free kills the chain; the frees behind it were flushed unrun
-  // and retry once on the renewed chain.
+  // refused free kills the chain; the frees behind it were flushed and are
+  // settled by the renewal: done on the MN, or retried once on the new chain.
   for (int attempt = 0;; ++attempt) {
     if (!p.closed_why.empty()) co_return Status(Code::kLaneBroken, p.closed_why);
+    while (p.renewing) co_await p.renewed.Wait();
     std::shared_ptr<FreeClient> client = p.free;
-    const Status st = co_await client->Free(c.id, timeout_);
+    uint64_t seq = FreeClient::kNoSeq;
+    const Status st = co_await client->Free(c.id, timeout_, &seq);
     if (st.ok()) {
-      if (auto at = pair_of_handle_.find(c.id); at != pair_of_handle_.end()) {
-        pair_of_handle_.erase(at);
-      }
+      release();
       co_return st;
     }
     // Whoever comes first renews the chain; the refused free (kNotOwner: no
-    // reply) reports it, the frees flushed behind it retry once.
+    // reply, the chain faulted) reports it, the frees flushed behind it retry once.
     co_await p.free_lock.Lock();
     Status renewed;
     if (client == p.free) renewed = co_await RenewFreeChain(p);
     p.free_lock.Unlock();
+    if (client->TakeSettled(seq)) {
+      release();  // the MN freed it: only its reply was lost
+      co_return Status::Ok();
+    }
     if (!renewed.ok()) {
       co_return Status(Code::kLaneBroken, "onesided_mw: the MN's free chain refused a free, and: " +
                                               renewed.message());
@@ -727,24 +917,39 @@ Task<Status> OsmwCn::Free(AccessGroup& g, const Chunk& c) {
   }
 }
 
-// After a refused free: fresh clients, and the MN rebuilds both chains and
-// moves MW 0 of what this CN holds through the pair to the new Free QP.
+// After a refused free: both old clients stopped (what they took is final),
+// fresh ones, and the MN rebuilds both chains, settles the requests in
+// flight on them and moves MW 0 of what this CN holds through the pair to
+// the new Free QP.
 Task<Status> OsmwCn::RenewFreeChain(Pair& p) {
-  std::vector<uint64_t> held;
-  for (const auto& [h, hp] : pair_of_handle_) {
-    if (hp == &p) held.push_back(h);
-  }
   // The MN rebuilds the allocation chain too, for a fresh Alloc client: an
   // allocation renewing it meanwhile would hand the MN the same QP twice
   // (connected twice: RTS -> INIT), so allocations' renewals wait.
   co_await p.alloc_lock.Lock();
+  p.renewing = true;
+  const std::shared_ptr<AllocClient> old_alloc = p.alloc;
+  const std::shared_ptr<FreeClient> old_free = p.free;
+  AllocSettle alloc_settle;
+  FreeSettle free_settle;
+  alloc_settle.accepted = co_await old_alloc->Stop();
+  free_settle.confirmed = co_await old_free->Stop();
   const std::shared_ptr<FreeClient> free = NewFreeClient(p);
   const std::shared_ptr<AllocClient> alloc = NewAllocClient(p);
+  co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 6);
+  // Named after the stopped clients' last callers have recorded what they
+  // got (they resume before this CPU work ends).
+  std::vector<uint64_t> held;
+  for (const auto& [h, hp] : pair_of_handle_) {
+    if (hp == &p) held.push_back(h);
+  }
+  const Status renewed = co_await Mn().RenewFree(p.id, free->qps(), alloc->qp(), std::move(held),
+                                                 &alloc_settle, &free_settle);
+  Salvage(p, *old_alloc, std::move(alloc_settle.salvaged));
+  old_free->Settle(free_settle.freed);
   p.free = free;
   p.alloc = alloc;
-  co_await node_->cpu().Work(node_->Cost("verbs.qp_modify"), 6);
-  const Status renewed = co_await Mn().RenewFree(p.id, free->qps(), alloc->qp(), std::move(held));
   if (!renewed.ok()) p.closed_why = renewed.message();
+  EndRenewal(p);
   p.alloc_lock.Unlock();
   co_return renewed;
 }
@@ -781,7 +986,12 @@ const SystemInfo kOneSidedMw{
       "without (one thread per pair)",
       0, 64},
      {"reply_timeout_us", KnobKind::kInt, "1000",
-      "a CN declares its chain faulted after this long without a reply", 1, 100000000},
+      "a CN asks the MN whether its chain faulted after this long without a reply (and "
+      "renews it if so; else waits as long again)",
+      1, 100000000},
+     {"probe_on_timeout", KnobKind::kBool, "true",
+      "at the reply deadline ask the MN whether the chain faulted and wait again if it is only "
+      "slow; false: renew at once (tests: renewals of slow chains with requests in flight)"},
      {"empty_watch_us", KnobKind::kInt, "100",
       "while the queue is empty the MN CPU sweeps it this often", 1, 100000000},
      {"budget_chunks", KnobKind::kInt, "0",

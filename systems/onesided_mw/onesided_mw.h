@@ -28,17 +28,61 @@
 // G = 2 is "no Grouping" (one access QP per chunk).
 //
 // Faults and the MN CPU (all off the allocation, free and access paths):
-//  - A CN whose allocation got no reply within reply_timeout_us asks the MN
-//    to renew the chain (RenewAlloc). The MN stops the old chain and reads
-//    what each lane's last request did (AllocChain::Inspect): a claim that found
-//    the element 0 is the empty queue ([OSMW] §4.3): the dead position goes
-//    to RingRepair, every CN is told (an RDMA WRITE to its notice word), and
-//    the allocation returns kOutOfMemory. A claim that got an entry but no
-//    grant (a bad request: access qpn, CN_buff; or a request in flight on
-//    another lane when the chain faulted) is reclaimed at once. Either way a
-//    fresh chain is armed for the CN; the other allocations the fault took
-//    down get the same verdict (kOutOfMemory) or retry once (a bad request
-//    was someone else's).
+//  - Late replies ([OSMW] leaves this open; ODRP's answer, odrp.h
+//    "Refusals"). A chain refuses by faulting and sends no reply; a slow one
+//    (a loaded MN link queues replies for longer than reply_timeout_us) sends
+//    none in time either. So when a reply deadline passes the CN asks the MN
+//    (AllocRunning / FreeRunning: the MN CPU reads the chain's QP states)
+//    whether the chain its client is connected to faulted; if not, the
+//    request is only slow and the CN waits another reply_timeout_us. It
+//    renews only a chain that faulted or that the MN stopped
+//    (probe_on_timeout=false renews at the first deadline: tests).
+//  - Settling a renewal (RenewAlloc, RenewFree). Whatever the timing (and
+//    whatever a CN claims), no grant is lost or handed out twice:
+//    1. The CN stops its old client first (QP to ERR: nothing more arrives
+//       on it; the calls in flight return) and tells the MN how many replies
+//       it took: requests 0..n-1, a prefix (replies come in order and a
+//       client takes none after a failed one).
+//    2. The MN stops the chain (Quiesce: nothing more is enabled, every
+//       started step completes) and reads every request still in the lanes'
+//       slots (lane_instances() per lane), not just each lane's last: the
+//       ones before the last went all the way, but their replies may have
+//       been dropped at the CN's stopped QP or be still on the link.
+//    3. Allocation request whose reply A started (Inspect().replied: every
+//       bind succeeded, the grant went out): it is the CN's. If the chain
+//       stopped before L7, the MN writes owner_id. If the CN did not take it
+//       (request >= n) the MN returns it (AllocSettle::salvaged: handle,
+//       base, the windows' current rkeys) and the CN hands it to the
+//       allocation that sent the request, as if the reply had come. The MN
+//       decides from its own chain, never from n: a CN that lies about n only
+//       misses grants that stay its own (owner_id, budget, ReclaimCn). The
+//       MN's own stops (budget monitor, max_renewals, crash) record the same
+//       (Pair::sent) for the CN's next renewal to settle.
+//    4. Allocation request whose reply A did not start: nobody can know of
+//       what it took. A claim that found the element 0 is the empty queue
+//       ([OSMW] §4.3): the dead position goes to RingRepair, every CN is told
+//       (an RDMA WRITE to its notice word), and the allocation returns
+//       kOutOfMemory. An entry that left the queue (L5 zeroed its element) is
+//       reclaimed (windows invalidated, owner_id cleared, re-queued); a claim
+//       that did not read its element leaves a dead position for the sweep.
+//       The CN's allocation gets the renewal's verdict (the one that timed
+//       out: kOutOfMemory or kLaneBroken) or retries once (flushed behind it).
+//    5. Free request (RepairFree): one whose L2 ran freed its entry (L2..L5
+//       half done are finished: the entry goes to the tail element L3
+//       claimed, or is enqueued); one stopped after its owner check (F.inv0
+//       on the CN's own Free QP invalidated MW 0) but before L2 is finished
+//       by the MN (ReclaimEntry, owner-checked): the CN could not free it
+//       again. Requests >= the CN's count of "freed" replies that freed go
+//       back to the CN (FreeSettle::freed): those frees succeeded. The others
+//       changed nothing: the refused one (it timed out on a faulted chain)
+//       returns kNotOwner, the ones flushed behind it retry once.
+//    6. RenewFree moves MW 0 to the new Free QP for the handles the CN holds
+//       (once per hold) minus one per settled free, plus the salvaged grants,
+//       each owner-checked; a settled free's entry may be someone else's by
+//       now, so it is not touched.
+//    Either way a fresh chain is armed for the CN.
+//  - An allocation renewal the CN caused that was not an empty queue counts
+//    against it (max_renewals, below).
 //  - While the notice says "empty" a CN asks the MN before allocating
 //    (Probe: the MN CPU sweeps the ring); a watcher task also sweeps every
 //    empty_watch_us, and both clear the notice when memory is back.
@@ -87,7 +131,11 @@ inline constexpr uint64_t kNoticeEmpty = 1;
 struct OsmwStats {
   uint64_t alloc_renewals = 0;  // allocation chains rebuilt after a fault
   uint64_t free_renewals = 0;
-  uint64_t empty_faults = 0;       // allocations that found the queue empty
+  uint64_t liveness_checks = 0;  // a CN's reply deadline passed: it asked whether the chain faulted
+  uint64_t slow_replies = 0;     // ... and the chain had not: the CN waited again
+  uint64_t grants_salvaged = 0;  // a renewal told the CN of a grant whose reply it never took
+  uint64_t frees_settled = 0;    // a renewal told the CN a free whose reply it never took was done
+  uint64_t empty_faults = 0;     // allocations that found the queue empty
   uint64_t entries_reclaimed = 0;  // half-granted after a bad request, or a crashed CN's
   uint64_t elements_moved = 0;     // RingRepair::Sweep
   uint64_t cns_cut = 0;            // over budget
@@ -101,6 +149,22 @@ struct OsmwStats {
 inline const std::vector<std::string> kNeeds = {"mw_type2", "qpn_in_bind", "cross_channel",
                                                 "atomics", "masked_atomics"};
 
+// A renewal's settlement of the old chain's requests (OsmwMn::RenewAlloc,
+// RenewFree). The CN first stops its old client (its QP to ERR: nothing more
+// arrives on it) and says how many replies it took, in order; the MN, which
+// alone sees what each request did, answers for the rest.
+struct AllocSettle {
+  uint64_t accepted = 0;  // in: replies taken (requests 0..accepted-1)
+  // out: requests >= accepted whose grant the chain had sent (the reply was
+  // lost with the CN's QP, or still in flight when it stopped): the CN's,
+  // and usable (MW 0 on the pair's current Free QP).
+  std::vector<AllocGrant> salvaged;
+};
+struct FreeSettle {
+  uint64_t confirmed = 0;       // in: "freed" replies taken (requests 0..confirmed-1)
+  std::vector<uint64_t> freed;  // out: requests >= confirmed that freed their entry
+};
+
 class OsmwMn : public MnBase {
  public:
   OsmwMn(const Deployment& d, const Knobs& knobs);
@@ -111,14 +175,24 @@ class OsmwMn : public MnBase {
   // The CN's notice word (its memory, remote write for `rkey`).
   void RegisterNotice(uint32_t cn, fabric::Qp* cn_qp, uint64_t addr, uint32_t rkey);
   // See the header comment. Status kOk never: the allocation failed.
-  Task<Status> RenewAlloc(uint32_t pair, fabric::Qp* cn_alloc_qp);
+  // `settle` (null: the CN says nothing; it keeps every grant that went
+  // out, as owner, and learns of none): see AllocSettle.
+  Task<Status> RenewAlloc(uint32_t pair, fabric::Qp* cn_alloc_qp, AllocSettle* settle = nullptr);
   // A free on `pair` was refused: new free and allocation chains, connected
   // to the CN's fresh QPs; MW 0 of `held` (handles the CN holds through this
-  // pair, owner-checked) moves to the new Free QP; the old chains are
-  // destroyed. kLaneBroken (nothing rebuilt) when the CN is past
-  // max_renewals (this renewal closed its pairs) or the pair is closed.
+  // pair, once per hold, a free in flight still holding; owner-checked,
+  // minus one per settled free) and of the salvaged grants moves to the new
+  // Free QP; the old chains are destroyed.
+  // kLaneBroken (nothing rebuilt) when the CN is past max_renewals (this
+  // renewal closed its pairs) or the pair is closed.
   Task<Status> RenewFree(uint32_t pair, FreeQps cn_free, fabric::Qp* cn_alloc_qp,
-                         std::vector<uint64_t> held);
+                         std::vector<uint64_t> held, AllocSettle* alloc_settle = nullptr,
+                         FreeSettle* free_settle = nullptr);
+  // A CN's reply deadline passed (control path, MN CPU): true when the
+  // pair's chain that `cn_qp` (the CN's alloc QP, or its Free QP) is
+  // connected to still runs and has not faulted: the request is only slow.
+  Task<bool> AllocRunning(uint32_t pair, const fabric::Qp* cn_qp);
+  Task<bool> FreeRunning(uint32_t pair, const fabric::Qp* cn_qp);
   // kOk when the next allocation can succeed, else kOutOfMemory.
   Task<Status> Probe();
 
@@ -158,6 +232,12 @@ class OsmwMn : public MnBase {
     uint64_t frees_before = 0;          // completed frees of its destroyed free chains
     std::string stopped_why;            // over budget, over max_renewals, crashed
     Code stopped_code = Code::kOutOfMemory;
+    const fabric::Qp* alloc_peer = nullptr;  // the CN QPs the chains are connected to
+    const fabric::Qp* free_peer = nullptr;
+    // Grants the last retired allocation chain sent (its last
+    // lane_instances() requests per lane still owned by the CN), for the
+    // CN's next renewal to settle.
+    std::vector<AllocGrant> sent;
   };
   struct Notice {
     fabric::Qp* qp = nullptr;  // MN end
@@ -168,10 +248,14 @@ class OsmwMn : public MnBase {
                                                   fabric::Qp* cn_qp);
   Task<std::unique_ptr<FreeChain>> NewFreeChain(FreeQps cn);
   // Stops `p`'s allocation chain, repairs what its last requests left and
-  // destroys it (p.alloc becomes null). True when a request found the queue
-  // empty.
+  // destroys it (p.alloc becomes null; p.sent lists the grants it sent).
+  // True when a request found the queue empty.
   Task<bool> RetireAlloc(Pair& p);
   Task<bool> RepairAlloc(Pair& p);
+  // Moves p.sent's grants of requests >= settle->accepted to the settlement
+  // (dropped without one); returns their handles.
+  std::vector<uint64_t> SettleAlloc(Pair& p, AllocSettle* settle);
+  AllocGrant GrantOf(uint64_t seq, uint32_t i) const;
   // Stops, repairs and destroys `p`'s free chain, keeping its count of frees.
   Task<void> DropFree(Pair& p);
   // Counts a renewal CN `cn` caused; past max_renewals closes all its pairs
@@ -181,9 +265,16 @@ class OsmwMn : public MnBase {
   // when `frees_too`), before the slower repair and teardown of each:
   // nothing the CN sent meanwhile runs on a chain that is being retired.
   Task<void> StopChains(uint32_t cn, bool frees_too);
-  Task<bool> RepairLane(AllocChain& c, uint32_t w);
-  Task<void> RepairFree(FreeChain& f);
-  Task<void> RepairFreeLane(const FreeChain::Progress& pr);
+  Task<bool> RepairLane(Pair& p, uint32_t w);
+  Task<bool> RepairRequest(Pair& p, uint64_t m);
+  // Finishes what the stopped free chain `f` of `p` left half done; lists
+  // (in `settle`, if any) the requests >= settle->confirmed that freed
+  // their entry, and returns those entries.
+  Task<std::vector<uint64_t>> RepairFree(FreeChain& f, Pair& p, FreeSettle* settle = nullptr);
+  // The last request of a lane; true when it freed (or now has freed) its entry.
+  Task<bool> RepairFreeLane(const FreeChain::Progress& pr, const Pair& p);
+  Task<bool> FinishCheckedFree(uint64_t handle, const Pair& p);
+  bool Queued(uint64_t handle) const;
   // Unbinds entry i's windows, clears owner_id and enqueues it.
   Task<void> ReclaimEntry(uint32_t i);
   // Moves MW 0 of entry i to another Free QP (after a free chain was rebuilt).
@@ -253,6 +344,10 @@ class OsmwCn : public CnBase {
     Status renewal;                    // what the last renewal of the alloc chain reported
     std::string closed_why;            // the MN closed this CN's pairs (max_renewals)
     CoMutex free_lock;
+    // A renewal is replacing the clients: new requests wait for it (the
+    // fresh clients are not connected before it ends).
+    bool renewing = false;
+    WaitList renewed;
   };
   OsmwMn& Mn();
   Task<Pair*> NewPair();
@@ -260,8 +355,12 @@ class OsmwCn : public CnBase {
   Pair& PairFor(const AccessGroup& g);
   std::shared_ptr<AllocClient> NewAllocClient(Pair& p);
   Result<Chunk> GrantedChunk(AccessGroup& g, Pair& p, const AllocGrant& a);
+  Result<Chunk> ChunkOf(AccessGroup& g, const AllocGrant& a) const;
+  void Salvage(Pair& p, AllocClient& old, std::vector<AllocGrant> grants);
   std::shared_ptr<FreeClient> NewFreeClient(Pair& p);
+  Task<Status> RenewAllocChain(Pair& p);
   Task<Status> RenewFreeChain(Pair& p);
+  void EndRenewal(Pair& p);
 
   uint32_t g_ = 3;
   bool sep_ = true;
@@ -269,9 +368,12 @@ class OsmwCn : public CnBase {
   uint32_t instances_ = 16;
   uint32_t lanes_ = 4;
   Ps timeout_ = 0;
+  bool probe_ = true;  // probe_on_timeout
   std::vector<std::unique_ptr<Pair>> pairs_;
   std::map<const AccessGroup*, Pair*> group_pair_;
-  std::map<uint64_t, Pair*> pair_of_handle_;
+  // Handles held, once per hold (a handle being freed may come back to the
+  // CN before that free's reply: it is then held twice), and their pair.
+  std::multimap<uint64_t, Pair*> pair_of_handle_;
   size_t next_group_ = 0;
   CoMutex setup_lock_;
   fabric::Mr* notice_mr_ = nullptr;
