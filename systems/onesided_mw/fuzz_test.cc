@@ -1,9 +1,9 @@
 // A malicious CN against OneSidedMW's Alloc and Free QPs ([OSMW] §4.4): at
 // least 10,000 SEND payloads (random bytes, and well-formed requests naming
 // random or other CNs' access QPs, reply buffers and handles; several
-// allocation requests in flight at once) while honest CNs allocate, write,
-// read back and free. No isolation property may break
-// and the honest CNs must finish. A failure prints the seed to reproduce.
+// allocation requests in flight at once; renewals that lie about how many
+// replies the CN took) while honest CNs allocate, write, read back and free. No isolation property
+// may break and the honest CNs must finish. A failure prints the seed to reproduce.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -38,7 +38,7 @@ struct World {
   // Counts.
   uint64_t payloads = 0, random_sends = 0, alloc_reqs = 0, free_reqs = 0, attacker_grants = 0;
   uint64_t attacker_reads = 0, attacker_reads_ok = 0, honest_rounds = 0, honest_oom = 0;
-  uint64_t renewals = 0;
+  uint64_t renewals = 0, salvaged = 0;
 };
 
 // The attacker: CN 2 with one access group (lanes it may name) and a raw
@@ -142,10 +142,34 @@ Task<void> TryRead(World& w, Attacker& a) {
   if (lane.broken()) (void)co_await a.cn->RecoverLane(lane);
 }
 
+// What a renewing CN says it took of the old chain's replies (AllocSettle::
+// accepted, FreeSettle::confirmed): a lie as often as not. 0 claims every
+// grant in the slots, the maximum none, a small number some.
+uint64_t PickSettleCount(World& w) {
+  switch (w.rng.Uniform(4)) {
+    case 0:
+      return 0;
+    case 1:
+      return ~uint64_t{0};
+    default:
+      return w.rng.Uniform(2 * kInstances);
+  }
+}
+
+// The attacker keeps (and later reads through, frees, names as held) every
+// grant a renewal tells it of: if a lie could make the MN hand it an honest
+// chunk, TryRead or the honest CNs' data would show it.
+void TakeSalvaged(World& w, Attacker& a, AllocSettle& settle) {
+  w.salvaged += settle.salvaged.size();
+  for (AllocGrant& g : settle.salvaged) a.grants.push_back(std::move(g));
+}
+
 Task<void> RenewAlloc(World& w, Testbed& tb, Attacker& a) {
   a.ac = std::make_unique<AllocClient>(a.cn->node(), a.pd, &tb.runtime(), a.mr, a.buf, kG,
                                        kInstances, kLanes);
-  (void)co_await a.mn->RenewAlloc(a.pair, a.ac->qp());
+  AllocSettle settle{.accepted = PickSettleCount(w)};
+  (void)co_await a.mn->RenewAlloc(a.pair, a.ac->qp(), &settle);
+  TakeSalvaged(w, a, settle);
   ++w.renewals;
 }
 
@@ -153,8 +177,12 @@ Task<void> RenewFree(World& w, Testbed& tb, Attacker& a) {
   a.NewClients(&tb.runtime());
   std::vector<uint64_t> held;
   for (const auto& g : a.grants) held.push_back(g.handle);
-  const Status st = co_await a.mn->RenewFree(a.pair, a.fc->qps(), a.ac->qp(), held);
+  AllocSettle alloc_settle{.accepted = PickSettleCount(w)};
+  FreeSettle free_settle{.confirmed = PickSettleCount(w)};
+  const Status st =
+      co_await a.mn->RenewFree(a.pair, a.fc->qps(), a.ac->qp(), held, &alloc_settle, &free_settle);
   if (!st.ok()) ADD_FAILURE() << "free chain renewal: " << st.ToString();
+  TakeSalvaged(w, a, alloc_settle);
   ++w.renewals;
 }
 
@@ -320,7 +348,8 @@ TEST(OneSidedMwFuzz, MaliciousPayloadsNeverBreakIsolation) {
             << w.free_reqs << " frees of random handles); attacker grants " << w.attacker_grants
             << ", attacker reads " << w.attacker_reads_ok << "/" << w.attacker_reads
             << " succeeded, " << w.attacker_read_honest << " reached an honest chunk; "
-            << w.renewals << " chain renewals, " << st.entries_reclaimed
+            << w.renewals << " chain renewals (" << w.salvaged
+            << " grants salvaged with lying reply counts), " << st.entries_reclaimed
             << " entries reclaimed, crash reclaim " << rep.chunks_reclaimed
             << "; honest: " << w.honest_rounds << " rounds, " << w.honest_oom << " out-of-memory, "
             << w.honest_errors << " errors, " << w.bad_data << " bad words, " << w.dup_grant
@@ -331,6 +360,7 @@ TEST(OneSidedMwFuzz, MaliciousPayloadsNeverBreakIsolation) {
   EXPECT_EQ(w.bad_data, 0u) << repro;
   EXPECT_EQ(w.dup_grant, 0u) << repro;
   EXPECT_EQ(w.attacker_read_honest, 0u) << repro;
+  EXPECT_GT(w.salvaged, 0u) << repro;  // the lying counts reached the settlement
   EXPECT_EQ(w.honest_errors, 0u) << repro;
   EXPECT_GT(w.honest_rounds, 100u) << repro;
   EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u) << repro;
