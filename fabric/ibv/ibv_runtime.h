@@ -67,7 +67,13 @@ class IbvRuntime : public Runtime {
     bool operator>(const Timer& o) const { return t != o.t ? t > o.t : seq > o.seq; }
   };
   int RunReady();
+  // Readies the coroutines whose time has come; reads the clock only when a
+  // timer is pending.
   int FireTimers();
+  // Every 1024 idle turns: `first` of an idle stretch starts its window in
+  // *idle_since; later ones throw StallError once the window exceeds the limit.
+  void CheckStall(bool first, std::chrono::steady_clock::time_point* idle_since,
+                  std::chrono::milliseconds stall_limit) const;
 
   std::chrono::steady_clock::time_point start_;
   std::deque<std::coroutine_handle<>> ready_;

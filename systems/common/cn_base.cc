@@ -230,7 +230,7 @@ Task<Status> CnBase::OneSided(Opcode op, Lane& lane, const Chunk& chunk, uint64_
   wr.sg_list = {{local_addr, length, lane.group->lkey()}};
   wr.remote_addr = chunk.addr + offset;
   wr.rkey = chunk.RkeyForLane(lane.index);
-  const fabric::WorkCompletion wc = co_await Exec(lane, wr);
+  const fabric::WorkCompletion wc = co_await Exec(lane, std::move(wr));
   co_return FromWc(wc, op == Opcode::kRead ? "READ" : "WRITE");
 }
 
