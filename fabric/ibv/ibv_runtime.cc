@@ -9,7 +9,7 @@
 
 namespace dmb::fabric::ibv {
 
-IbvRuntime::IbvRuntime() : start_(std::chrono::steady_clock::now()) {
+IbvRuntime::IbvRuntime() {
   if (const char* s = std::getenv("DMB_IBV_SPIN_TURNS"))
     spin_turns_ = std::strtoull(s, nullptr, 10);
 }
@@ -24,10 +24,7 @@ void IbvRuntime::Shutdown() {
   }
 }
 
-Ps IbvRuntime::now() const {
-  const auto d = std::chrono::steady_clock::now() - start_;
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count() * 1000;
-}
+Ps IbvRuntime::now() const { return clock_.now(); }
 
 void IbvRuntime::Spawn(Task<void> task) {
   ready_.push_back(fabric::RunRoot(this, std::move(task)).handle);
