@@ -11,6 +11,7 @@ namespace {
 
 struct AccessArgs : BedArgs {
   int threads = 1;
+  int depth = 1;
   std::string op = "read";
   std::string size = "4KB";
   int ops = 2000;
@@ -21,6 +22,7 @@ Report RunAccess(const AccessArgs& a) {
   spec.bed = BedSpec(a);
   spec.threads = a.threads;
   spec.ops_per_thread = a.ops;
+  spec.depth = a.depth;
   const uint64_t size = SizeOf(a.size);
   if (size == 0 || size > std::numeric_limits<uint32_t>::max()) {
     throw systems::ConfigError("--size: expected 1 B .. the chunk size, got \"" + a.size + "\"");
@@ -30,7 +32,8 @@ Report RunAccess(const AccessArgs& a) {
   const AccessBenchResult r = RunAccessBench(spec);
   Report rep;
   rep.name = "access";
-  rep.label = BedLabel(a, spec.bed, a.threads) + ",op=" + a.op +
+  rep.label = BedLabel(a, spec.bed, a.threads) +
+              (a.depth > 1 ? ",depth=" + std::to_string(a.depth) : "") + ",op=" + a.op +
               ",size=" + systems::FormatSize(size) + KnobsLabel(r.knobs);
   rep.seconds = r.elapsed_us * 1e-6;
   rep.counters = {{"lat_us_p50", r.op.lat_us_p50},
@@ -48,8 +51,8 @@ void SetupAccess(CLI::App& app, BenchFn* chosen) {
   auto* access =
       app.add_subcommand("access",
                          "Each CN thread allocates one chunk from --system and READs (or\n"
-                         "WRITEs, --op) --size bytes of it, one op outstanding, --ops times\n"
-                         "(after 100 unmeasured warm-up ops).\n"
+                         "WRITEs, --op) --size bytes of it --ops times (after 100 unmeasured\n"
+                         "warm-up ops), --depth ops outstanding on its one lane.\n"
                          "Counters: lat_us_p50 lat_us_p99 lat_us_mean count mops");
   AddBedOptions(access, a.get(), "MN memory the approach manages");
   AddIbvOptions(access, a.get());
@@ -59,6 +62,9 @@ void SetupAccess(CLI::App& app, BenchFn* chosen) {
       ->check(Size())
       ->capture_default_str();
   AddOpsOption(access, &a->ops, "Measured operations per thread");
+  access->add_option("--depth", a->depth, "Operations outstanding per thread (on its lane)")
+      ->transform(IntIn(1, 256))
+      ->capture_default_str();
   access->callback([a, chosen] { *chosen = [a] { return RunAccess(*a); }; });
 }
 

@@ -5,7 +5,7 @@
 //   dmbench systems                                approaches and their knobs
 //   dmbench micro alloc --system NAME [--set K=V]... [--threads N] [--cns N]
 //                       [--mn-cores N|unlimited] [--json] [--backend sim|ibv ...]
-//   dmbench micro access --system NAME [--size 64] [--threads N] [--backend ...]
+//   dmbench micro access --system NAME [--size 64] [--threads N] [--depth D] [--backend ...]
 //   dmbench devices                                RDMA devices and capabilities
 //   dmbench mn --system NAME [--set K=V]... [--device D] [--port P]   MN daemon
 //   dmbench cn --mn HOST:PORT --system NAME ...    CN workers against a daemon
@@ -105,6 +105,7 @@ struct MicroArgs {
   std::string mn_cores = "1";
   int ops = 200;
   int batch = 8;  // micro alloc: chunks held before freeing
+  int depth = 1;  // micro access: operations outstanding per thread
   std::string pool = "1GB";
   bool json = false;
   uint64_t seed = 1;
@@ -155,6 +156,7 @@ int MicroAccess(const MicroArgs& a) {
   spec.bed.pool_bytes = SizeOf(a.pool);
   ApplyBackend(a, &spec.bed);
   spec.ops_per_thread = a.ops;
+  spec.depth = a.depth;
   spec.size_bytes = a.size;
   const std::vector<int> threads = a.threads.empty() ? std::vector<int>{1} : a.threads;
   std::vector<bool> writes;
@@ -166,8 +168,8 @@ int MicroAccess(const MicroArgs& a) {
       spec.threads = t;
       spec.write = w;
       if (!a.json) {
-        fmt::print(stderr, "{} on {}: {} thread(s) x {} CN(s), {} B {}s x {}...\n", a.system,
-                   a.backend, t, a.cns, a.size, w ? "WRITE" : "READ", a.ops);
+        fmt::print(stderr, "{} on {}: {} thread(s) x {} CN(s), depth {}, {} B {}s x {}...\n",
+                   a.system, a.backend, t, a.cns, a.depth, a.size, w ? "WRITE" : "READ", a.ops);
       }
       results.push_back(dmb::microbench::RunAccessBench(spec));
     }
@@ -178,11 +180,12 @@ int MicroAccess(const MicroArgs& a) {
       const auto& r = results[i];
       fmt::print(
           "{}  {{\"system\": \"{}\", \"knobs\": {}, \"backend\": \"{}\", \"threads\": {}, "
-          "\"cns\": {}, \"op\": \"{}\", \"size_bytes\": {}, \"count\": {}, \"lat_us_p50\": {:.4f}, "
-          "\"lat_us_p99\": {:.4f}, \"lat_us_mean\": {:.4f}, \"mops\": {:.6f}}}",
-          i ? ",\n" : "", r.system, dmb::cli::JsonString(r.knobs), r.backend, r.threads, r.cns,
-          r.op.op, r.size_bytes, r.op.count, r.op.lat_us_p50, r.op.lat_us_p99, r.op.lat_us_mean,
-          r.mops);
+          "\"depth\": {}, \"cns\": {}, \"op\": \"{}\", \"size_bytes\": {}, \"count\": {}, "
+          "\"lat_us_p50\": {:.4f}, \"lat_us_p99\": {:.4f}, \"lat_us_mean\": {:.4f}, \"mops\": "
+          "{:.6f}}}",
+          i ? ",\n" : "", r.system, dmb::cli::JsonString(r.knobs), r.backend, r.threads, r.depth,
+          r.cns, r.op.op, r.size_bytes, r.op.count, r.op.lat_us_p50, r.op.lat_us_p99,
+          r.op.lat_us_mean, r.mops);
     }
     fmt::print("\n]\n");
     return 0;
@@ -438,14 +441,17 @@ void SetupMicroAccess(CLI::App* micro, int* rc) {
   auto* access = micro->add_subcommand(
       "access",
       "One-sided READ and WRITE latency (p50/p99/mean) and rate through an allocated chunk,\n"
-      "4 KB by default, one operation outstanding per thread. With --backend ibv, compare with "
-      "perftest on the same device\n"
+      "4 KB by default, --depth operations outstanding per thread. With --backend ibv,\n"
+      "compare with perftest on the same device\n"
       "(ib_read_lat / ib_read_bw) to see dmbench's overhead above raw verbs.");
   access->add_option("--system", a->system, "Approach")->default_val("static_mr");
   access->add_option("--set", a->sets, "Knob as KNOB=VALUE");
   access->add_option("--threads", a->threads, "CN threads per CN (repeatable)");
   access->add_option("--cns", a->cns, "Compute nodes")->capture_default_str();
   access->add_option("--ops", a->ops, "Measured operations per thread")->capture_default_str();
+  access->add_option("--depth", a->depth, "Operations outstanding per thread, on its one lane")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   access->add_option("--size", a->size, "Bytes per operation")->capture_default_str();
   access->add_option("--op", a->op, "read, write or both")
       ->check(CLI::IsMember({"read", "write", "both"}))

@@ -29,11 +29,66 @@ Task<void> Ready(Shared* sh) {
   while (sh->ready < sh->threads) co_await sh->start.Wait();
 }
 
-Task<void> Thread(harness::Testbed* tb, uint32_t cn_i, const AccessBenchSpec* spec, Shared* sh) {
+// `n` operations split over `parts` slots: slot j's share.
+int Share(int n, int parts, int j) { return n / parts + (j < n % parts ? 1 : 0); }
+
+// One slot: `warmup` unmeasured, then `ops` measured operations, one at a
+// time, between the chunk's start and the slot's `local` buffer.
+Task<void> Slot(harness::Testbed* tb, uint32_t cn_i, systems::AccessGroup* g,
+                const systems::Chunk* chunk, uint64_t local, int warmup, int ops,
+                const AccessBenchSpec* spec, Shared* sh) {
   systems::CnSide& cn = tb->cn(cn_i);
   fabric::Runtime& rt = tb->runtime();
-  systems::AccessGroup* g =
-      co_await cn.OpenGroup(1, std::max<uint64_t>(4096, 2ull * spec->size_bytes));
+  for (int i = 0; i < warmup + ops; ++i) {
+    const Ps t0 = rt.now();
+    systems::Status st;  // (no co_await inside ?: — GCC miscompiles it)
+    if (spec->write) {
+      st = co_await cn.Write(g->lane(0), *chunk, 0, spec->size_bytes, local);
+    } else {
+      st = co_await cn.Read(g->lane(0), *chunk, 0, spec->size_bytes, local);
+    }
+    if (!st.ok()) {
+      ++sh->fails;
+      if (sh->first_error.empty()) sh->first_error = st.ToString();
+      co_return;
+    }
+    if (i >= warmup) {
+      const Ps t1 = rt.now();
+      sh->lat.Record(t1 - t0);
+      if (sh->first_start < 0 || t0 < sh->first_start) sh->first_start = t0;
+      sh->last_end = std::max(sh->last_end, t1);
+    }
+  }
+}
+
+// Runs `t` and then counts it done in *left, waking `all` at zero.
+Task<void> Counted(Task<void> t, int* left, systems::WaitList* all) {
+  co_await t;
+  if (--*left == 0) all->NotifyAll();
+}
+
+// A thread's `depth` slots on its lane (depth 1: the one slot, inline).
+Task<void> Slots(harness::Testbed* tb, uint32_t cn_i, systems::AccessGroup* g,
+                 const systems::Chunk* chunk, const AccessBenchSpec* spec, Shared* sh) {
+  const int d = spec->depth;
+  auto slot = [&](int j) {
+    return Slot(tb, cn_i, g, chunk, g->buffer_addr() + 2ull * spec->size_bytes * j,
+                Share(spec->warmup_per_thread, d, j), Share(spec->ops_per_thread, d, j), spec, sh);
+  };
+  if (d == 1) {
+    co_await slot(0);
+    co_return;
+  }
+  int left = d;
+  systems::WaitList all;
+  for (int j = 0; j < d; ++j) tb->runtime().Spawn(Counted(slot(j), &left, &all));
+  while (left > 0) co_await all.Wait();
+}
+
+Task<void> Thread(harness::Testbed* tb, uint32_t cn_i, const AccessBenchSpec* spec, Shared* sh) {
+  systems::CnSide& cn = tb->cn(cn_i);
+  const uint64_t buffer = 2ull * spec->size_bytes * static_cast<uint64_t>(spec->depth);
+  systems::AccessGroup* g = co_await cn.OpenGroup(1, std::max<uint64_t>(4096, buffer));
   auto chunk = co_await cn.Alloc(*g);
   co_await Ready(sh);
   if (!chunk.ok()) {
@@ -44,27 +99,7 @@ Task<void> Thread(harness::Testbed* tb, uint32_t cn_i, const AccessBenchSpec* sp
     }
     co_return;
   }
-  const int total = spec->warmup_per_thread + spec->ops_per_thread;
-  for (int i = 0; i < total; ++i) {
-    const Ps t0 = rt.now();
-    systems::Status st;  // (no co_await inside ?: — GCC miscompiles it)
-    if (spec->write) {
-      st = co_await cn.Write(g->lane(0), chunk.value, 0, spec->size_bytes, g->buffer_addr());
-    } else {
-      st = co_await cn.Read(g->lane(0), chunk.value, 0, spec->size_bytes, g->buffer_addr());
-    }
-    if (!st.ok()) {
-      ++sh->fails;
-      if (sh->first_error.empty()) sh->first_error = st.ToString();
-      co_return;
-    }
-    if (i >= spec->warmup_per_thread) {
-      const Ps t1 = rt.now();
-      sh->lat.Record(t1 - t0);
-      if (sh->first_start < 0 || t0 < sh->first_start) sh->first_start = t0;
-      sh->last_end = std::max(sh->last_end, t1);
-    }
-  }
+  co_await Slots(tb, cn_i, g, &chunk.value, spec, sh);
   (void)co_await cn.Free(*g, chunk.value);
 }
 
@@ -76,6 +111,7 @@ AccessBenchResult RunAccessBench(const AccessBenchSpec& spec) {
     throw systems::ConfigError("--size: expected 1 B .. the chunk size (" +
                                systems::FormatSize(tb.mm().caps().granularity_bytes) + ")");
   }
+  if (spec.depth < 1) throw systems::ConfigError("--depth: expected at least 1");
   Shared sh;
   sh.threads = spec.threads * spec.bed.cns;
   std::vector<Task<void>> threads;
@@ -90,6 +126,7 @@ AccessBenchResult RunAccessBench(const AccessBenchSpec& spec) {
   r.knobs = tb.mm().knobs().ToString();
   r.backend = spec.bed.backend;
   r.threads = spec.threads;
+  r.depth = spec.depth;
   r.cns = spec.bed.cns;
   r.size_bytes = spec.size_bytes;
   r.op.op = spec.write ? "write" : "read";

@@ -258,24 +258,23 @@ IbvCluster::IbvCluster(std::vector<std::string> devices, int gid_index,
 
 IbvCluster::~IbvCluster() {
   rt_.Shutdown();  // coroutine frames may refer to nodes
+  local_.clear();
   nodes_.clear();
 }
 
 int IbvCluster::PollAll() {
   int n = 0;
-  for (auto& node : nodes_) {
-    if (auto* in = dynamic_cast<IbvNode*>(node.get())) n += in->Pump();
-  }
+  for (IbvNode* in : local_) n += in->Pump();
   return n;
 }
 
 Node* IbvCluster::AddNode(const NodeConfig& cfg) {
-  const size_t local = std::count_if(nodes_.begin(), nodes_.end(), [](const auto& n) {
-    return dynamic_cast<IbvNode*>(n.get()) != nullptr;
-  });
+  const size_t local = local_.size();
   const std::string dev = devices_.empty() ? "" : devices_[local % devices_.size()];
   const uint32_t id = static_cast<uint32_t>(nodes_.size());
-  nodes_.push_back(std::make_unique<IbvNode>(this, id, cfg, OpenDevice(dev, gid_index_)));
+  auto node = std::make_unique<IbvNode>(this, id, cfg, OpenDevice(dev, gid_index_));
+  local_.push_back(node.get());
+  nodes_.push_back(std::move(node));
   return nodes_.back().get();
 }
 

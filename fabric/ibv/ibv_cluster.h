@@ -37,6 +37,8 @@
 
 namespace dmb::fabric::ibv {
 
+class IbvNode;
+
 struct QpAddr {
   PortAddr port;
   uint32_t qpn = 0;
@@ -114,6 +116,7 @@ class IbvCluster : public Cluster {
   int gid_index_;
   std::chrono::milliseconds stall_limit_;
   std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<IbvNode*> local_;  // the nodes_ of this process, polled every loop turn
 };
 
 std::unique_ptr<Backend> MakeIbvBackend(const BackendOptions& opts);

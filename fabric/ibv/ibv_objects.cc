@@ -137,6 +137,8 @@ int IbvCq::PollDevice() {
   ibv_wc wcs[32];
   const int n = ibv_poll_cq(cq_, 32, wcs);
   if (n < 0) throw VerbsError(EIO, "ibv_poll_cq failed on CQ " + std::to_string(num_));
+  // One clock read per batch: the time they were seen to arrive.
+  const Ps now = n > 0 ? node_->cluster()->runtime().now() : 0;
   for (int i = 0; i < n; ++i) {
     ++total_;
     ok_ += wcs[i].status == IBV_WC_SUCCESS;
@@ -149,7 +151,7 @@ int IbvCq::PollDevice() {
       wc.status = FromIbv(wcs[i].status);
       wc.qp_num = wcs[i].qp_num;
     }
-    wc.timestamp_ps = node_->cluster()->runtime().now();
+    wc.timestamp_ps = now;
     if (!ignore_overrun_) ready_.push_back(wc);
   }
   return n;

@@ -9,7 +9,7 @@
 
 namespace dmb::fabric::ibv {
 
-IbvRuntime::IbvRuntime() : start_(std::chrono::steady_clock::now()) {
+IbvRuntime::IbvRuntime() {
   if (const char* s = std::getenv("DMB_IBV_SPIN_TURNS"))
     spin_turns_ = std::strtoull(s, nullptr, 10);
 }
@@ -24,10 +24,7 @@ void IbvRuntime::Shutdown() {
   }
 }
 
-Ps IbvRuntime::now() const {
-  const auto d = std::chrono::steady_clock::now() - start_;
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count() * 1000;
-}
+Ps IbvRuntime::now() const { return clock_.now(); }
 
 void IbvRuntime::Spawn(Task<void> task) {
   ready_.push_back(fabric::RunRoot(this, std::move(task)).handle);
@@ -55,6 +52,7 @@ int IbvRuntime::RunReady() {
 }
 
 int IbvRuntime::FireTimers() {
+  if (timers_.empty()) return 0;  // no clock read: it is a system call on some guests
   int n = 0;
   const Ps t = now();
   while (!timers_.empty() && timers_.top().t <= t) {
@@ -65,6 +63,21 @@ int IbvRuntime::FireTimers() {
   return n;
 }
 
+void IbvRuntime::CheckStall(bool first, std::chrono::steady_clock::time_point* idle_since,
+                            std::chrono::milliseconds stall_limit) const {
+  const auto t = std::chrono::steady_clock::now();
+  if (first) {
+    *idle_since = t;
+    return;
+  }
+  if (t - *idle_since > stall_limit) {
+    throw StallError("ibv: no completion and no progress for " +
+                     std::to_string(stall_limit.count()) + " ms (" + std::to_string(roots_.size()) +
+                     " tasks suspended): a work request never completed or a peer is "
+                     "gone; raise DMB_IBV_STALL_MS if the device is just slow");
+  }
+}
+
 void IbvRuntime::Run(Task<void> task, std::chrono::milliseconds stall_limit) {
   bool done = false;
   auto wrapper = [](Task<void> t, bool* flag) -> Task<void> {
@@ -72,14 +85,16 @@ void IbvRuntime::Run(Task<void> task, std::chrono::milliseconds stall_limit) {
     *flag = true;
   };
   Spawn(wrapper(std::move(task), &done));
-  auto last_progress = std::chrono::steady_clock::now();
+  // The clock is read only while idle, every 1024 turns: on every busy turn it
+  // would be costly where clock_gettime is a system call (a TCG guest's HPET
+  // clocksource). The stall window thus starts up to 1024 idle turns late.
+  std::chrono::steady_clock::time_point idle_since;
   uint64_t idle_turns = 0;
   while (!done && !exception_) {
     int progress = RunReady();
     for (auto& p : pollers_) progress += p();
     FireTimers();  // a timer's coroutine counts as progress when it runs next turn
     if (progress > 0) {
-      last_progress = std::chrono::steady_clock::now();
       idle_turns = 0;
       continue;
     }
@@ -87,15 +102,7 @@ void IbvRuntime::Run(Task<void> task, std::chrono::milliseconds stall_limit) {
     // Spin briefly, then yield every turn: on Soft-RoCE the kernel does the
     // NIC's work and needs the CPU this loop would otherwise burn.
     if (++idle_turns > spin_turns_) sched_yield();
-    if (idle_turns % 1024 == 0) {
-      if (std::chrono::steady_clock::now() - last_progress > stall_limit) {
-        throw StallError("ibv: no completion and no progress for " +
-                         std::to_string(stall_limit.count()) + " ms (" +
-                         std::to_string(roots_.size()) +
-                         " tasks suspended): a work request never completed or a peer is "
-                         "gone; raise DMB_IBV_STALL_MS if the device is just slow");
-      }
-    }
+    if (idle_turns % 1024 == 0) CheckStall(idle_turns == 1024, &idle_since, stall_limit);
   }
   if (exception_) {
     auto e = exception_;

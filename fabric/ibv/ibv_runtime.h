@@ -4,7 +4,8 @@
 // the simulator drives, driven by real completions and the wall clock.
 //
 // Contract:
-//  - now() is wall-clock time since the runtime was created (steady clock).
+//  - now() is wall-clock time since the runtime was created (WallClock:
+//    steady_clock, or the TSC where a steady_clock read is a system call).
 //  - Run(task) returns when `task` finishes (background services may still
 //    be suspended) and rethrows the first exception of any spawned task.
 //  - A run that makes no progress (no completion, no coroutine resumed) for
@@ -23,6 +24,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "fabric/ibv/wall_clock.h"
 #include "fabric/node.h"
 
 namespace dmb::fabric::ibv {
@@ -67,9 +69,15 @@ class IbvRuntime : public Runtime {
     bool operator>(const Timer& o) const { return t != o.t ? t > o.t : seq > o.seq; }
   };
   int RunReady();
+  // Readies the coroutines whose time has come; reads the clock only when a
+  // timer is pending.
   int FireTimers();
+  // Every 1024 idle turns: `first` of an idle stretch starts its window in
+  // *idle_since; later ones throw StallError once the window exceeds the limit.
+  void CheckStall(bool first, std::chrono::steady_clock::time_point* idle_since,
+                  std::chrono::milliseconds stall_limit) const;
 
-  std::chrono::steady_clock::time_point start_;
+  WallClock clock_;
   std::deque<std::coroutine_handle<>> ready_;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
   uint64_t timer_seq_ = 0;

@@ -97,15 +97,20 @@ Task<Status> CnBase::RecoverLane(Lane& lane) {
   co_return Status::Ok();
 }
 
-Task<fabric::WorkCompletion> CnBase::Exec(Lane& lane, fabric::SendWr wr) {
+int CnBase::PostSignaled(Lane& lane, fabric::SendWr& wr) {
   wr.wr_id = wr_seq_++;
   wr.flags |= fabric::kSignaled;
-  const int rc = lane.qp->PostSend(wr);
-  if (rc != 0) {
-    fabric::WorkCompletion wc;
-    wc.status = WcStatus::kWrFlushErr;
-    co_return wc;
-  }
+  return lane.qp->PostSend(wr);
+}
+
+fabric::WorkCompletion CnBase::NotPosted() {
+  fabric::WorkCompletion wc;
+  wc.status = WcStatus::kWrFlushErr;
+  return wc;
+}
+
+Task<fabric::WorkCompletion> CnBase::Exec(Lane& lane, fabric::SendWr wr) {
+  if (PostSignaled(lane, wr) != 0) co_return NotPosted();
   co_return co_await lane.cq->NextFor(wr.wr_id);
 }
 
@@ -230,8 +235,11 @@ Task<Status> CnBase::OneSided(Opcode op, Lane& lane, const Chunk& chunk, uint64_
   wr.sg_list = {{local_addr, length, lane.group->lkey()}};
   wr.remote_addr = chunk.addr + offset;
   wr.rkey = chunk.RkeyForLane(lane.index);
-  const fabric::WorkCompletion wc = co_await Exec(lane, wr);
-  co_return FromWc(wc, op == Opcode::kRead ? "READ" : "WRITE");
+  // Exec's steps inline: the hot path of every READ/WRITE saves a coroutine frame.
+  const char* what = op == Opcode::kRead ? "READ" : "WRITE";
+  if (PostSignaled(lane, wr) != 0) co_return FromWc(NotPosted(), what);
+  const fabric::WorkCompletion wc = co_await lane.cq->NextFor(wr.wr_id);
+  co_return FromWc(wc, what);
 }
 
 Task<Status> CnBase::Read(Lane& lane, const Chunk& chunk, uint64_t offset, uint32_t length,

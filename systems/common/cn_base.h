@@ -39,6 +39,10 @@ class CnBase : public CnSide {
   // Posts one signaled WR on `lane` and awaits its completion (routed by
   // wr_id: other operations may be in flight on the lane meanwhile).
   Task<fabric::WorkCompletion> Exec(Lane& lane, fabric::SendWr wr);
+  // Exec's post: `wr` signaled with the next wr_id; 0 or the post's error.
+  int PostSignaled(Lane& lane, fabric::SendWr& wr);
+  // The completion Exec gives a WR that could not be posted (WR_FLUSH_ERR).
+  static fabric::WorkCompletion NotPosted();
   // A request carrying the group's MN-side QP numbers.
   static RpcRequest GroupRequest(AccessGroup& g, uint32_t op);
   // Chunk from an alloc reply (kOk) or the reply's Status.

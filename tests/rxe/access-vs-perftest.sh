@@ -4,47 +4,96 @@
 # the same direction as perftest (CN on rxe1 READs 64 B from the MN on rxe0),
 # and the ratios to ib_read_lat / ib_read_bw. Under emulation the absolute
 # numbers mean nothing; the ratio is dmbench's overhead above raw verbs
-# (coroutines, the MemoryManager's checks, one READ outstanding per thread).
-# Writes BUILD_DIR/rxe/access-vs-perftest.json.
+# (coroutines, the MemoryManager's checks, the runtime loop).
+#
+#   latency: one thread, one READ outstanding (as ib_read_lat);
+#   rate:    as many READs in flight as ib_read_bw keeps (min of its TX depth
+#            and outstanding reads, 128 on rxe), as threads x --depth 16: a
+#            lane QP's max_rd_atomic is 16, so each lane has all its READs on
+#            the wire, as perftest's one QP has.
+#
+# Emulation noise is larger than the differences we look for, so the two sides
+# run RXE_CMP_RUNS times (default 3) interleaved (perftest, dmbench, perftest,
+# ...; round 1 reuses perftest.sh's run just before) and the JSON reports the
+# medians and their ratios, with every round's numbers beside them.
+# Writes BUILD_DIR/rxe/access-vs-perftest.json; each round's files in
+# BUILD_DIR/rxe/cmp/ROUND/.
 set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
 B=${1:?usage: access-vs-perftest.sh BUILD_DIR}
 OUT=$B/rxe
 P=$OUT/perftest.json
+RUNS=${RXE_CMP_RUNS:-3}
 [ -f "$P" ] || { echo "access-vs-perftest: no $P (run perftest.sh first)" >&2; exit 1; }
 # An optimised build when there is one (`make calibrate` makes it): a sanitized
 # build's overhead (ASan: about 3.5x perftest's latency here) is not ours.
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
 D=${RXE_DMBENCH:-$B/cli/dmbench}
 if [ -z "${RXE_DMBENCH:-}" ] && [ -x "$ROOT/build/release/cli/dmbench" ] &&
    [ "$ROOT/build/release/cli/dmbench" -nt "$ROOT/fabric/ibv/ibv_runtime.cc" ]; then
   D=$ROOT/build/release/cli/dmbench
 fi
-echo "access-vs-perftest: using $D"
+echo "access-vs-perftest: using $D, $RUNS interleaved rounds"
 num() { grep -o "\"$1\": [0-9.]*" "$2" | head -1 | awk '{print $2}'; }
+fail() { echo "access-vs-perftest: $*" >&2; exit 1; }
 
-# Latency: one thread, one READ outstanding (ib_read_lat does the same).
-timeout 300 "$D" micro access --backend ibv --devices rxe0,rxe1 --pool 256MB --op read --size 64 --ops 2000 --json \
-  >"$OUT/access-lat.json" || { echo "access-vs-perftest: micro access (latency) failed" >&2; exit 1; }
-# Rate: 16 threads with one READ outstanding each (ib_read_bw keeps 128 in flight on one QP).
-timeout 300 "$D" micro access --backend ibv --devices rxe0,rxe1 --pool 256MB --op read --size 64 --ops 500 --threads 16 \
-  --json >"$OUT/access-rate.json" || { echo "access-vs-perftest: micro access (rate) failed" >&2; exit 1; }
+# READs ib_read_bw keeps in flight, from its log's header.
+hdr() { awk -F: -v k="$1" 'index($0, k) { gsub(/[ \t]/, "", $2); print $2; exit }' "$OUT/perftest-read_bw.log"; }
+TXD=$(hdr "TX depth") ORD=$(hdr "Outstand reads")
+INFLIGHT=$((TXD < ORD ? TXD : ORD))
+DEPTH=16
+[ "$INFLIGHT" -ge "$DEPTH" ] 2>/dev/null || fail "cannot read TX depth / outstanding reads from perftest-read_bw.log"
+THREADS=$((INFLIGHT / DEPTH))
 
-LP50=$(num lat_us_p50 "$OUT/access-lat.json") LAVG=$(num lat_us_mean "$OUT/access-lat.json")
-MOPS=$(num mops "$OUT/access-rate.json")
-PP50=$(num read_lat_us_p50 "$P") PAVG=$(num read_lat_us_avg "$P") PMOPS=$(num read_mops "$P")
+MICRO=("$D" micro access --backend ibv --devices rxe0,rxe1 --pool 256MB --op read --size 64 --json)
+rm -rf "$OUT/cmp"
+for k in $(seq "$RUNS"); do
+  R=$OUT/cmp/$k
+  mkdir -p "$R"
+  if [ "$k" = 1 ]; then
+    cp "$P" "$R/perftest.json"
+  else
+    RXE_PERF_PORT=$((18515 + 2 * k)) "$HERE/perftest.sh" "$B" "$R" >/dev/null ||
+      fail "round $k: perftest.sh failed (logs in $R)"
+  fi
+  timeout 300 "${MICRO[@]}" --ops 2000 >"$R/access-lat.json" || fail "round $k: micro access (latency) failed"
+  timeout 300 "${MICRO[@]}" --ops $((16000 / THREADS)) --threads "$THREADS" --depth "$DEPTH" \
+    >"$R/access-rate.json" || fail "round $k: micro access (rate) failed"
+  echo "round $k: p50 perftest $(num read_lat_us_p50 "$R/perftest.json") us, dmbench" \
+    "$(num lat_us_p50 "$R/access-lat.json") us; Mops perftest $(num read_mops "$R/perftest.json")," \
+    "dmbench $(num mops "$R/access-rate.json")"
+done
+
+# all KEY FILE: KEY from every round's FILE, one a line; median of stdin.
+all() { for k in $(seq "$RUNS"); do num "$1" "$OUT/cmp/$k/$2"; done; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+list() { all "$1" "$2" | paste -sd, | sed 's/,/, /g'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "null" }'; }
+LP50=$(all lat_us_p50 access-lat.json | median) LAVG=$(all lat_us_mean access-lat.json | median)
+MOPS=$(all mops access-rate.json | median)
+PP50=$(all read_lat_us_p50 perftest.json | median) PAVG=$(all read_lat_us_avg perftest.json | median)
+PMOPS=$(all read_mops perftest.json | median)
 cat >"$OUT/access-vs-perftest.json" <<JSON
 {
   "msg_bytes": 64,
   "dmbench_binary": "$D",
+  "rounds": $RUNS,
+  "statistic": "median over interleaved rounds",
   "dmbench_read_lat_us_p50": $LP50,
   "dmbench_read_lat_us_mean": $LAVG,
   "perftest_read_lat_us_p50": $PP50,
   "perftest_read_lat_us_avg": $PAVG,
   "lat_p50_ratio": $(ratio "$LP50" "$PP50"),
-  "dmbench_read_mops_16_threads": $MOPS,
+  "reads_in_flight": $INFLIGHT,
+  "dmbench_rate_threads": $THREADS,
+  "dmbench_rate_depth": $DEPTH,
+  "dmbench_read_mops": $MOPS,
   "perftest_read_mops": $PMOPS,
-  "mops_ratio": $(ratio "$MOPS" "$PMOPS")
+  "mops_ratio": $(ratio "$MOPS" "$PMOPS"),
+  "rounds_dmbench_read_lat_us_p50": [$(list lat_us_p50 access-lat.json)],
+  "rounds_perftest_read_lat_us_p50": [$(list read_lat_us_p50 perftest.json)],
+  "rounds_dmbench_read_mops": [$(list mops access-rate.json)],
+  "rounds_perftest_read_mops": [$(list read_mops perftest.json)]
 }
 JSON
 cat "$OUT/access-vs-perftest.json"

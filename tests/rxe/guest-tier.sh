@@ -9,10 +9,12 @@
 #    RXE_ALLOW_EMPTY=1; DMB_RXE_REQUIRED=1, so need-devices.sh fails a test
 #    whose device is missing here instead of skipping it as on a host;
 # 3. perftest.sh: reference READ latency / message rate -> BUILD_DIR/rxe/perftest.json,
-#    then access-vs-perftest.sh: `dmbench micro access --backend ibv` beside it.
-# Results in BUILD_DIR/rxe/: ctest.log, perftest.json, perftest-*.log.
+#    then access-vs-perftest.sh: `dmbench micro access --backend ibv` beside it,
+#    RXE_CMP_RUNS rounds interleaved with perftest (medians reported).
+# Results in BUILD_DIR/rxe/: ctest.log, perftest.json, perftest-*.log,
+# access-vs-perftest.json, cmp/ROUND/.
 # Exit status: ctest's (a perftest failure is reported but does not change it).
-# Env: RXE_ALLOW_EMPTY=1, RXE_TEST_TIMEOUT (per test, default 300 s),
+# Env: RXE_ALLOW_EMPTY=1, RXE_TEST_TIMEOUT (per test, default 300 s), RXE_CMP_RUNS (3),
 #      RXE_CTEST_ARGS (extra ctest arguments, e.g. "-R ibv_").
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -22,7 +24,7 @@ if [ "${VM_SHARE:-}" != "$B/rxe" ]; then
   echo "guest-tier: note: results in $B/rxe reach the host only if it is vm-run.sh's share dir (-s $B/rxe)"
 fi
 
-mkdir -p "$B/rxe" && rm -f "$B/rxe/ctest.log" "$B/rxe/perftest.json"   # no stale results
+mkdir -p "$B/rxe" && rm -f "$B/rxe/ctest.log" "$B/rxe/perftest.json" "$B/rxe/access-vs-perftest.json"   # no stale results
 
 echo "=== guest-tier: bringing up rxe0/rxe1"
 "$HERE/guest-up.sh" || { echo "guest-tier: FAILED: Soft-RoCE devices did not come up" >&2; exit 1; }

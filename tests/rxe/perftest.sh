@@ -1,5 +1,5 @@
 #!/bin/bash
-# perftest.sh BUILD_DIR - inside the vm-run.sh guest, after guest-up.sh: the
+# perftest.sh BUILD_DIR [OUT_DIR] - inside the vm-run.sh guest, after guest-up.sh: the
 # perftest reference numbers for RDMA READ between the two rxe devices.
 #
 #   ib_read_lat  64 B, 2000 iterations   -> median/avg/p99 latency
@@ -7,14 +7,16 @@
 #
 # Server on rxe0, client on rxe1; they swap QP numbers over TCP to 10.77.0.1
 # and then talk RoCEv2 over the veth pair using the IPv4-mapped GID. Writes
-# BUILD_DIR/rxe/perftest.json (and perftest-*.log beside it). Under TCG these
+# OUT_DIR/perftest.json (and perftest-*.log beside it; OUT_DIR defaults to
+# BUILD_DIR/rxe). Under TCG these
 # are emulation numbers: good for comparing our harness against perftest in the
 # same guest, meaningless as absolute hardware figures.
 set -u
-B=${1:?usage: perftest.sh BUILD_DIR}
-OUT=$B/rxe
+B=${1:?usage: perftest.sh BUILD_DIR [OUT_DIR]}
+OUT=${2:-$B/rxe}
 mkdir -p "$OUT" || exit 1
 SIZE=${RXE_PERF_SIZE:-64} LAT_N=${RXE_PERF_LAT_N:-2000} BW_N=${RXE_PERF_BW_N:-20000}
+PORT=${RXE_PERF_PORT:-18515}   # ib_read_lat's; ib_read_bw uses the next one
 SERVER_IP=10.77.0.1
 
 fail() { echo "perftest: FAILED: $*" >&2; exit 1; }
@@ -49,10 +51,10 @@ run_pair() {
 # row HEADER_WORD FILE: the numbers line under perftest's result header.
 row() { awk -v h="$1" 'f && $1 ~ /^[0-9]/ { print; exit } index($0, h) { f = 1 }' "$2"; }
 
-run_pair read_lat 18515 ib_read_lat -s "$SIZE" -n "$LAT_N"
+run_pair read_lat "$PORT" ib_read_lat -s "$SIZE" -n "$LAT_N"
 # #bytes #iterations t_min t_max t_typical t_avg t_stdev p99 p99.9
 read -r _ _ LMIN LMAX LP50 LAVG _ LP99 _ <<<"$(row t_typical "$OUT/perftest-read_lat.log")"
-run_pair read_bw 18516 ib_read_bw -s "$SIZE" -n "$BW_N"
+run_pair read_bw $((PORT + 1)) ib_read_bw -s "$SIZE" -n "$BW_N"
 # #bytes #iterations BW_peak BW_avg MsgRate[Mpps]
 read -r _ _ _ BWAVG MPPS <<<"$(row MsgRate "$OUT/perftest-read_bw.log")"
 [ -n "${LP50:-}" ] && [ -n "${MPPS:-}" ] || fail "could not parse perftest output in $OUT"
