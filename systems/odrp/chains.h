@@ -768,7 +768,7 @@ class ChainClient {
   // Asked when a reply deadline passes (control path, e.g. the MN CPU reading
   // the chain's QP states): true = the chain has not faulted, the request is
   // only slow: wait another `timeout`. Without it the CN gives up at once.
-  using LivenessCheck = std::function<Task<bool>()>;
+  using LivenessCheck = chain::LivenessCheck;
   void SetLivenessCheck(LivenessCheck check) { alive_ = std::move(check); }
   // Attack tests: a malicious CN's edit of the re-arm values request `n`
   // carries (those of the instance serving request n - lag + slots, in
@@ -791,12 +791,6 @@ class ChainClient {
   Task<Status> Invalidate(uint64_t tt_addr, Ps timeout);
 
  private:
-  // Moves `qp` to ERR once `timeout` passed without a reply, unless `alive`
-  // says the chain still runs. Holds no pointer to the client (which a
-  // rebuild may destroy while an answered request's deadline still sleeps).
-  static Task<void> Deadline(fabric::Runtime* rt, fabric::Qp* qp,
-                             std::shared_ptr<chain::ReplyDeadline> d, Ps timeout,
-                             LivenessCheck alive);
   // Waits for a free place in the window (W in flight), writes request next_'s
   // header into its buffer, posts the RECV for the reply and the SEND,
   // awaits the reply.

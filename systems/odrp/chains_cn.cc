@@ -87,7 +87,9 @@ Task<Status> ChainClient::Invoke(uint64_t tt_addr, uint64_t dst_addr, uint32_t d
     co_return Status(Code::kLaneBroken, what + ": cannot post on the chain QP");
   }
   auto pending = std::make_shared<chain::ReplyDeadline>();
-  rt_->Spawn(Deadline(rt_, qp_, pending, timeout, alive_));
+  // Holds no pointer to the client, which a rebuild may destroy while an
+  // answered request's deadline still sleeps.
+  rt_->Spawn(chain::ArmDeadline(rt_, qp_, pending, timeout, alive_));
   max_in_flight_ = std::max(max_in_flight_, ++in_flight_);
   const fabric::WorkCompletion wc = co_await recv_cq_->Next();
   --in_flight_;
@@ -119,20 +121,6 @@ Status ChainClient::ReplyStatus(const fabric::WorkCompletion& wc, uint64_t n, ui
                                          " B");
   }
   return Status::Ok();
-}
-
-Task<void> ChainClient::Deadline(fabric::Runtime* rt, fabric::Qp* qp,
-                                 std::shared_ptr<chain::ReplyDeadline> d, Ps timeout,
-                                 LivenessCheck alive) {
-  for (bool running = true; running;) {
-    co_await rt->SleepFor(timeout);
-    if (d->done) co_return;
-    running = false;
-    if (alive) running = co_await alive();  // (gcc 12: not inside a condition)
-    if (d->done) co_return;
-  }
-  d->timed_out = true;
-  if (qp->state() != QpState::kErr) qp->Modify(QpState::kErr);
 }
 
 Task<Status> ChainClient::Load(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst_rkey, Ps timeout) {
