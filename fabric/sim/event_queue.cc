@@ -11,6 +11,10 @@ EventQueue::EventQueue() {
 }
 
 void EventQueue::Push(const Event& e) {
+  if (e.t == cur_) {
+    now_.push_back(Payload{e.fn, e.ctx, e.arg, e.kind});
+    return;
+  }
   if (seq_ >> (64 - kSlotBits)) throw std::length_error("EventQueue: 2^40 pushes");
   uint32_t slot;
   if (!free_.empty()) {
@@ -27,6 +31,18 @@ void EventQueue::Push(const Event& e) {
 }
 
 EventQueue::Event EventQueue::Pop() {
+  if (now_head_ != now_.size() && (heap_.empty() || heap_.front().t > cur_)) {
+    const Payload p = now_[now_head_++];
+    if (now_head_ == now_.size()) {
+      now_.clear();
+      now_head_ = 0;
+    }
+    return Event{cur_, p.fn, p.ctx, p.arg, p.kind};
+  }
+  return PopHeap();
+}
+
+EventQueue::Event EventQueue::PopHeap() {
   const Key top = heap_.front();
   const Key last = heap_.back();
   heap_.pop_back();
@@ -34,6 +50,7 @@ EventQueue::Event EventQueue::Pop() {
   const uint32_t slot = static_cast<uint32_t>(top.seq_slot & kSlotMask);
   const Payload& p = slots_[slot];
   free_.push_back(slot);
+  if (top.t > cur_) cur_ = top.t;
   return Event{top.t, p.fn, p.ctx, p.arg, p.kind};
 }
 
@@ -41,6 +58,8 @@ void EventQueue::Clear() {
   heap_.clear();
   slots_.clear();
   free_.clear();
+  now_.clear();
+  now_head_ = 0;
 }
 
 void EventQueue::SiftUp(size_t i, Key k) {

@@ -14,7 +14,10 @@
 // the simulator's time (perf). Here the heap holds 16-byte keys only (time,
 // and the sequence number and payload slot packed in one word), four
 // children per node (half the depth, each node's children on one cache
-// line), and the payloads stay put in a slab of reused slots.
+// line), and the payloads stay put in a slab of reused slots. Events pushed
+// for the instant of the last Pop (a tenth of a swap run's events) skip the
+// heap: a FIFO keeps them, and they come out in push order after the heap's
+// events of that instant, which were all pushed before it (issue 18).
 #pragma once
 
 #include <cstddef>
@@ -40,10 +43,13 @@ class EventQueue {
   void Push(const Event& e);
   // Precondition: !empty().
   Event Pop();
-  bool empty() const { return heap_.empty(); }
-  size_t size() const { return heap_.size(); }
+  bool empty() const { return heap_.empty() && now_head_ == now_.size(); }
+  size_t size() const { return heap_.size() + (now_.size() - now_head_); }
   // Precondition: !empty().
-  Ps min_time() const { return heap_.front().t; }
+  Ps min_time() const {
+    if (now_head_ == now_.size()) return heap_.front().t;
+    return heap_.empty() || heap_.front().t > cur_ ? cur_ : heap_.front().t;
+  }
   void Clear();
 
  private:
@@ -62,11 +68,15 @@ class EventQueue {
   };
   void SiftUp(size_t i, Key k);
   void SiftDown(Key k);
+  Event PopHeap();
 
   uint64_t seq_ = 0;
   std::vector<Key> heap_;  // 4-ary min-heap: the children of i are 4i+1 .. 4i+4
   std::vector<Payload> slots_;
   std::vector<uint32_t> free_;  // slots not holding a pending event
+  Ps cur_ = 0;                  // the latest time popped
+  std::vector<Payload> now_;    // pushed for cur_ since it was reached: [now_head_, end)
+  size_t now_head_ = 0;
 };
 
 }  // namespace dmb::sim
