@@ -117,29 +117,10 @@ inline fabric::Qp* LoopbackQp(fabric::Cluster* cluster, fabric::Node* node, cons
   return qp;
 }
 
-// A CN awaiting a chain's reply gives up after `timeout`: ArmDeadline (spawned
-// beside the wait) moves the CN's QP to ERR, which flushes the RECV the reply
-// would have consumed, so the wait ends. Set `done` when the reply came first.
-struct ReplyDeadline {
-  bool done = false;
-  bool timed_out = false;
-};
-// Asked when a reply deadline passes (control path: the MN CPU reads the
-// chain's QP states): true = the chain has not faulted, the request is only
-// slow (a loaded link or RNIC), so the CN waits another `timeout` instead of
+// Asked when a chain request's reply deadline passes (ReplyDeadlines;
+// control path: the MN CPU reads the chain's QP states): true = the chain has not faulted, the
+// request is only slow (a loaded link or RNIC), so the CN waits another `timeout` instead of
 // declaring the chain dead. Empty: give up at the first deadline.
 using LivenessCheck = std::function<Task<bool>()>;
-inline Task<void> ArmDeadline(fabric::Runtime* rt, fabric::Qp* qp, std::shared_ptr<ReplyDeadline> d,
-                              Ps timeout, LivenessCheck alive = {}) {
-  for (bool running = true; running;) {
-    co_await rt->SleepFor(timeout);
-    if (d->done) co_return;
-    running = false;
-    if (alive) running = co_await alive();  // (gcc 12: not inside a condition)
-    if (d->done) co_return;
-  }
-  d->timed_out = true;
-  if (qp->state() != fabric::QpState::kErr) qp->Modify(fabric::QpState::kErr);
-}
 
 }  // namespace dmb::systems::chain

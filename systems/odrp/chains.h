@@ -475,6 +475,7 @@
 
 #include "fabric/node.h"
 #include "systems/common/chain_wr.h"
+#include "systems/common/reply_deadlines.h"
 #include "systems/common/wait_list.h"
 #include "systems/odrp/layout.h"
 #include "systems/status.h"
@@ -769,7 +770,7 @@ class ChainClient {
   // the chain's QP states): true = the chain has not faulted, the request is
   // only slow: wait another `timeout`. Without it the CN gives up at once.
   using LivenessCheck = chain::LivenessCheck;
-  void SetLivenessCheck(LivenessCheck check) { alive_ = std::move(check); }
+  void SetLivenessCheck(LivenessCheck check) { deadlines_.set_liveness(std::move(check)); }
   // Attack tests: a malicious CN's edit of the re-arm values request `n`
   // carries (those of the instance serving request n - lag + slots, in
   // RearmValues order).
@@ -818,7 +819,7 @@ class ChainClient {
   uint32_t max_in_flight_ = 0;
   WaitList window_;  // Load: requests waiting for one of the W in flight to return
   bool timed_out_ = false;
-  LivenessCheck alive_;
+  chain::ReplyDeadlines deadlines_;
   Tamper tamper_;
 };
 

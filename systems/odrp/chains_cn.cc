@@ -25,7 +25,7 @@ using impl::Post;
 
 ChainClient::ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, ChainGeometry geo,
                          fabric::Mr* hdr_mr, uint64_t hdr_addr)
-    : cn_(cn), rt_(rt), geo_(geo), hdr_mr_(hdr_mr), hdr_(hdr_addr) {
+    : cn_(cn), rt_(rt), geo_(geo), hdr_mr_(hdr_mr), hdr_(hdr_addr), deadlines_(rt) {
   // All but Load: the reply word is the last 8 bytes of each header's
   // stride, written by the MN (WRITE_WITH_IMM): the MR must allow it.
   const bool reply_word = geo.kind != ChainKind::kLoad;
@@ -86,18 +86,14 @@ Task<Status> ChainClient::Invoke(uint64_t tt_addr, uint64_t dst_addr, uint32_t d
   if (qp_->PostRecv(rr) != 0 || qp_->PostSend(s) != 0) {
     co_return Status(Code::kLaneBroken, what + ": cannot post on the chain QP");
   }
-  auto pending = std::make_shared<chain::ReplyDeadline>();
-  // Holds no pointer to the client, which a rebuild may destroy while an
-  // answered request's deadline still sleeps.
-  rt_->Spawn(chain::ArmDeadline(rt_, qp_, pending, timeout, alive_));
+  const chain::ReplyDeadlines::Ticket deadline = deadlines_.Arm(qp_, timeout);
   max_in_flight_ = std::max(max_in_flight_, ++in_flight_);
   const fabric::WorkCompletion wc = co_await recv_cq_->Next();
   --in_flight_;
   window_.NotifyAll();
-  pending->done = true;
-  timed_out_ = pending->timed_out;
+  timed_out_ = deadlines_.Settle(deadline);
   last_request_ = n;
-  co_return ReplyStatus(wc, n, expect_bytes, timeout, pending->timed_out);
+  co_return ReplyStatus(wc, n, expect_bytes, timeout, timed_out_);
 }
 
 Status ChainClient::ReplyStatus(const fabric::WorkCompletion& wc, uint64_t n, uint32_t expect_bytes,

@@ -490,7 +490,8 @@ AllocClient::AllocClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, 
       buf_(buf_addr),
       g_(group_size),
       recycle_(recycle_instances),
-      lanes_(lanes) {
+      lanes_(lanes),
+      deadlines_(rt) {
   if (lanes == 0) throw std::invalid_argument("onesided_mw AllocClient: lanes must be >= 1");
   const uint64_t bytes = BufferBytes(group_size, lanes);
   if (buf_addr < mr->addr() || buf_addr + bytes > mr->addr() + mr->length()) {
@@ -588,11 +589,9 @@ Task<Result<AllocGrant>> AllocClient::Allocate(std::vector<uint32_t> access_qpns
   ++in_flight_;
   // No suspension since seq was taken: turns are taken in request order.
   co_await reply_turn_.Lock();
-  auto pending = std::make_shared<chain::ReplyDeadline>();
-  rt_->Spawn(chain::ArmDeadline(rt_, qp_, pending, timeout, alive_));
+  const chain::ReplyDeadlines::Ticket deadline = deadlines_.Arm(qp_, timeout);
   const fabric::WorkCompletion wc = co_await recv_cq_->Next();
-  pending->done = true;
-  r = ReadReply(seq, wc, pending->timed_out, timeout);
+  r = ReadReply(seq, wc, deadlines_.Settle(deadline), timeout);
   if (r.ok() && broken_) {
     r.status = Status(Code::kLaneBroken,
                       "onesided_mw alloc: an earlier reply on this alloc QP "

@@ -180,6 +180,7 @@
 
 #include "fabric/node.h"
 #include "systems/common/chain_wr.h"
+#include "systems/common/reply_deadlines.h"
 #include "systems/common/wait_list.h"
 #include "systems/onesided_mw/layout.h"
 #include "systems/onesided_mw/metadata.h"
@@ -373,7 +374,7 @@ class AllocClient {
   static constexpr uint32_t kNoSeq = ~0u;
   Task<Result<AllocGrant>> Allocate(std::vector<uint32_t> access_qpns, Ps timeout,
                                     uint32_t* seq = nullptr);
-  void set_liveness(chain::LivenessCheck alive) { alive_ = std::move(alive); }
+  void set_liveness(chain::LivenessCheck alive) { deadlines_.set_liveness(std::move(alive)); }
 
   // ---- Renewal (OsmwMn::RenewAlloc) ----
   // Moves the alloc QP to ERR (nothing more arrives on it), waits until
@@ -414,7 +415,7 @@ class AllocClient {
   bool broken_ = false;    // a reply failed (or Stop): accept nothing more
   WaitList slot_free_;     // allocations waiting for one of the `lanes` slots
   CoMutex reply_turn_;     // replies are consumed in request order
-  chain::LivenessCheck alive_;
+  chain::ReplyDeadlines deadlines_;
   std::map<uint32_t, AllocGrant> salvaged_;
   Tamper tamper_;
 };

@@ -582,7 +582,8 @@ FreeClient::FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fa
       send_cq_(send_cq),
       recycle_(recycle_instances),
       g_(group_size),
-      lanes_(lanes) {
+      lanes_(lanes),
+      deadlines_(rt) {
   if (lanes == 0 || (recycle_ && (recycle_ % lanes != 0 || recycle_ / lanes < 4))) {
     throw std::invalid_argument(
         "onesided_mw FreeClient: lanes must divide the chain's instances, 4 or more each; got " +
@@ -674,12 +675,11 @@ Task<Status> FreeClient::Free(uint64_t handle, Ps timeout, uint64_t* seq_out) {
   ++in_flight_;
   // No suspension since the request was posted: turns are taken in request order.
   co_await reply_turn_.Lock();
-  auto pending = std::make_shared<chain::ReplyDeadline>();
-  rt_->Spawn(chain::ArmDeadline(rt_, reply_qp_, pending, timeout, alive_));
+  const chain::ReplyDeadlines::Ticket deadline = deadlines_.Arm(reply_qp_, timeout);
   const fabric::WorkCompletion wc = co_await recv_cq_->Next();
-  pending->done = true;
+  const bool timed_out = deadlines_.Settle(deadline);
   // A refused free kills both QPs: nothing more goes out on this pair.
-  if (pending->timed_out && qp_->state() != QpState::kErr) qp_->Modify(QpState::kErr);
+  if (timed_out && qp_->state() != QpState::kErr) qp_->Modify(QpState::kErr);
   const bool freed = wc.status == fabric::WcStatus::kSuccess && wc.byte_len == 0;
   if (freed && !broken_) ++confirmed_;
   if (!freed) broken_ = true;
@@ -689,7 +689,7 @@ Task<Status> FreeClient::Free(uint64_t handle, Ps timeout, uint64_t* seq_out) {
   if (wc.status == fabric::WcStatus::kSuccess) {
     co_return freed ? Status() : Status(Code::kLaneBroken, "onesided_mw free: malformed reply");
   }
-  if (pending->timed_out) {
+  if (timed_out) {
     co_return Status(Code::kNotOwner,
                      "onesided_mw free: no reply within " + std::to_string(PsToUs(timeout)) +
                          " us and the MN's chain faulted (it refused: not the owner, a double "

@@ -220,6 +220,7 @@
 
 #include "fabric/node.h"
 #include "systems/common/chain_wr.h"
+#include "systems/common/reply_deadlines.h"
 #include "systems/common/wait_list.h"
 #include "systems/onesided_mw/metadata.h"
 #include "systems/status.h"
@@ -437,7 +438,7 @@ class FreeClient {
   // number), or kNoSeq when nothing was sent.
   static constexpr uint64_t kNoSeq = ~uint64_t{0};
   Task<Status> Free(uint64_t handle, Ps timeout, uint64_t* seq = nullptr);
-  void set_liveness(chain::LivenessCheck alive) { alive_ = std::move(alive); }
+  void set_liveness(chain::LivenessCheck alive) { deadlines_.set_liveness(std::move(alive)); }
 
   // ---- Renewal (OsmwMn::RenewFree) ----
   // Moves both QPs to ERR, waits until every Free in flight has returned and
@@ -477,7 +478,7 @@ class FreeClient {
   bool broken_ = false;     // a reply failed (or Stop): count no more
   WaitList slot_free_;      // frees waiting for one of the `lanes` slots
   CoMutex reply_turn_;      // replies are consumed in request order
-  chain::LivenessCheck alive_;
+  chain::ReplyDeadlines deadlines_;
   std::set<uint64_t> settled_;
   Tamper tamper_;
 };
