@@ -134,17 +134,39 @@ bool FinishPoint(const RunOptions& opt, const fs::path& dir, const Point& p,
   return ok;
 }
 
-// Runs `todo`, up to opt.jobs micro processes at once, with a progress line
-// (points done, elapsed, ETA) per finished point.
-void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<const Point*>& todo,
-               Clock::time_point t0, RunSummary* sum) {
-  struct Child {
-    const Point* p;
-    std::vector<std::string> cmd;
-    Clock::time_point start;
+struct Child {
+  const Point* p;
+  std::vector<std::string> cmd;
+  Clock::time_point start;
+};
+
+// What the unfinished points have left: each its wall time recorded in
+// meta.json (`walls`) or, unknown, the mean of the points finished in this
+// run; a running one less what it has spent (at least 0).
+double EtaSeconds(const std::map<std::string, double>& walls, double mean_done_s,
+                  const std::vector<const Point*>& todo, size_t next,
+                  const std::map<pid_t, Child>& running, int jobs) {
+  auto expected = [&](const Point* p) {
+    auto it = walls.find(p->id);
+    return it == walls.end() ? mean_done_s : it->second;
   };
+  std::vector<double> left;
+  for (size_t i = next; i < todo.size(); ++i) left.push_back(expected(todo[i]));
+  for (const auto& [pid, c] : running) {
+    const double spent = std::chrono::duration<double>(Clock::now() - c.start).count();
+    left.push_back(std::max(0.0, expected(c.p) - spent));
+  }
+  return SecondsLeft(left, jobs);
+}
+
+// Runs `todo`, up to opt.jobs micro processes at once, with a progress line
+// (points done, elapsed, ETA) per finished point. `walls`: the points' wall
+// times of the last run (meta.json), for the ETA.
+void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<const Point*>& todo,
+               const std::map<std::string, double>& walls, Clock::time_point t0, RunSummary* sum) {
   std::map<pid_t, Child> running;
   size_t next = 0, done = 0;
+  double done_s = 0;
   while (next < todo.size() || !running.empty()) {
     while (next < todo.size() && static_cast<int>(running.size()) < std::max(1, opt.jobs)) {
       const Point* p = todo[next++];
@@ -165,8 +187,9 @@ void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<con
     const PointCost cost{secs, static_cast<double>(ru.ru_maxrss) / 1024};  // ru_maxrss: KiB
     const bool ok = FinishPoint(opt, dir, *c.p, c.cmd, status, cost, sum);
     ++done;
+    done_s += secs;
     const double el = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double eta = el / done * (todo.size() - done);
+    const double eta = EtaSeconds(walls, done_s / done, todo, next, running, opt.jobs);
     fmt::print(stderr, "{}[{:>{}}/{}] {:3.0f}%  elapsed {}  ETA {}  {} {} ({:.1f} s){}",
                opt.tty ? "\r\033[K" : "", done, std::to_string(todo.size()).size(), todo.size(),
                100.0 * done / std::max<size_t>(1, todo.size()), MinutesSeconds(el),
@@ -215,6 +238,15 @@ std::string PointsJson(const Spec& spec, const RunOptions& opt) {
     out += (out.size() > 1 ? ",\n  " : "\n  ") + PointEntryJson(*p);
   }
   return out + "\n]\n";
+}
+
+double SecondsLeft(const std::vector<double>& left_s, int jobs) {
+  double total = 0, longest = 0;
+  for (double s : left_s) {
+    total += s;
+    longest = std::max(longest, s);
+  }
+  return std::max(total / std::max(1, jobs), longest);
 }
 
 std::pair<int, int> ParseShard(const std::string& text) {
@@ -267,8 +299,9 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
     fmt::print(stderr, "{}: {} points{} ({} to run, {} already done{}), {} job(s) -> {}\n",
                spec.name, sum.total, shard, todo.size(), sum.skipped,
                opt.force ? "" : "; --force reruns them", opt.jobs, dir.string());
-    OrderLongestFirst(EarlierPointWalls(dir / "meta.json"), &todo);
-    RunPoints(opt, dir, todo, t0, &sum);
+    const std::map<std::string, double> walls = EarlierPointWalls(dir / "meta.json");
+    OrderLongestFirst(walls, &todo);
+    RunPoints(opt, dir, todo, walls, t0, &sum);
   }
   sum.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   const double meta_wall_s = todo.empty() ? EarlierWallSeconds(dir / "meta.json") : sum.wall_s;

@@ -78,6 +78,11 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt);
 // ansible/figure.yml backend=ibv starts a daemon for, point by point.
 std::string PointsJson(const Spec& spec, const RunOptions& opt);
 
+// The progress line's estimate of the seconds a run has left: `left_s` holds
+// each unfinished point's expected seconds still to run. `jobs` at a time
+// share the sum, but a point cannot be split: never less than the longest.
+double SecondsLeft(const std::vector<double>& left_s, int jobs);
+
 // "2/3" (the second of three shards) as {index 1, count 3}; throws SpecError
 // naming the text otherwise.
 std::pair<int, int> ParseShard(const std::string& text);

@@ -269,7 +269,13 @@ TEST_F(RunnerTest, PointsRunLongestFirstByTheWallTimeMetaJsonRecorded) {
   o.results_root = (dir_ / "results").string();
   o.force = true;
   o.jobs = 1;
+  ::testing::internal::CaptureStderr();
   (void)RunSpec(LoadSpec(spec_path_.string()), o);
+  const std::string progress = ::testing::internal::GetCapturedStderr();
+  // The ETA counts the recorded walls of the points left (the fake takes
+  // milliseconds): 40 + 3 s after the 90.5 s one, 3 s after the 40 s one.
+  EXPECT_NE(progress.find("ETA 0:43"), std::string::npos) << progress;
+  EXPECT_NE(progress.find("ETA 0:03"), std::string::npos) << progress;
   std::vector<std::string> order;
   std::ifstream in(args);
   for (std::string l; std::getline(in, l);) {
@@ -282,6 +288,14 @@ TEST_F(RunnerTest, PointsRunLongestFirstByTheWallTimeMetaJsonRecorded) {
   }
   expected.insert(expected.end(), {ids[1], ids[2], ids[0]});
   EXPECT_EQ(order, expected);
+}
+
+TEST(SecondsLeft, TheJobsShareTheSumButTheLongestPointIsAFloor) {
+  EXPECT_DOUBLE_EQ(SecondsLeft({10, 10, 10, 10}, 2), 20);
+  EXPECT_DOUBLE_EQ(SecondsLeft({600, 50, 50}, 2), 600);
+  EXPECT_DOUBLE_EQ(SecondsLeft({600, 50, 50}, 1), 700);
+  EXPECT_DOUBLE_EQ(SecondsLeft({}, 2), 0);
+  EXPECT_DOUBLE_EQ(SecondsLeft({8}, 0), 8);  // jobs < 1 runs one at a time
 }
 
 TEST_F(RunnerTest, AFailingPointIsNamedWithItsLogAndTheOthersFinish) {
