@@ -806,7 +806,6 @@ class ChainClient {
                           Ps timeout);
 
   fabric::Node* cn_;
-  fabric::Runtime* rt_;
   ChainGeometry geo_;
   fabric::Mr* hdr_mr_;
   uint64_t hdr_;

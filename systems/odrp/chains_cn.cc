@@ -25,7 +25,7 @@ using impl::Post;
 
 ChainClient::ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, ChainGeometry geo,
                          fabric::Mr* hdr_mr, uint64_t hdr_addr)
-    : cn_(cn), rt_(rt), geo_(geo), hdr_mr_(hdr_mr), hdr_(hdr_addr), deadlines_(rt) {
+    : cn_(cn), geo_(geo), hdr_mr_(hdr_mr), hdr_(hdr_addr), deadlines_(rt) {
   // All but Load: the reply word is the last 8 bytes of each header's
   // stride, written by the MN (WRITE_WITH_IMM): the MR must allow it.
   const bool reply_word = geo.kind != ChainKind::kLoad;

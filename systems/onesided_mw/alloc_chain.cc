@@ -485,7 +485,6 @@ AllocClient::AllocClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, 
                          uint64_t buf_addr, uint32_t group_size, uint32_t recycle_instances,
                          uint32_t lanes)
     : cn_(cn),
-      rt_(rt),
       mr_(mr),
       buf_(buf_addr),
       g_(group_size),

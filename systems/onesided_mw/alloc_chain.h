@@ -400,7 +400,6 @@ class AllocClient {
                                Ps timeout) const;
 
   fabric::Node* cn_;
-  fabric::Runtime* rt_;
   fabric::Mr* mr_;
   uint64_t buf_;
   uint32_t g_;

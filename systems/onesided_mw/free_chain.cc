@@ -576,7 +576,6 @@ FreeClient::FreeClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, fa
                        uint64_t buf_addr, fabric::Cq* send_cq, uint32_t recycle_instances,
                        uint32_t group_size, uint32_t lanes)
     : cn_(cn),
-      rt_(rt),
       mr_(mr),
       buf_(buf_addr),
       send_cq_(send_cq),

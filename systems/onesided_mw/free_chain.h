@@ -461,7 +461,6 @@ class FreeClient {
   bool PostRequest(uint64_t seq, uint64_t handle);
 
   fabric::Node* cn_;
-  fabric::Runtime* rt_;
   fabric::Mr* mr_;
   uint64_t buf_;
   fabric::Cq* send_cq_ = nullptr;
