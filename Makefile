@@ -76,8 +76,8 @@ test-ansible-cluster: build
 # Ships the release build's dmbench and dmb_micro: the sanitized ones are 175 MB
 # a host, which took more than 7 minutes to copy to three hosts under TCG.
 ansible-cluster-tier: runner-build
-	tests/rxe/vm-run.sh -s $(CURDIR)/build/$(PRESET)/ansible-cluster $(ANSIBLE_VM_ARGS) -- \
-	  $(CURDIR)/tests/ansible/cluster-tier.sh $(CURDIR)/build/release
+	tests/ansible/cluster-tier.sh $(CURDIR)/build/release $(CURDIR)/build/$(PRESET)/ansible-cluster \
+	  $(ANSIBLE_VM_ARGS)
 
 # Guest root = host / (read-only); only build/$(PRESET)/rxe is shared writable.
 # The guest's hard limit (vm-run.sh -t) bounds the whole tier, hang or not.
