@@ -267,7 +267,8 @@ int ListDevices(const DevicesArgs& a) {
                e.what());
     return 2;
   }
-  if (dev->port_state.find("ACTIVE") == std::string::npos) {
+  // rdma-core names the state in lower case ("active"): test the state itself.
+  if (!dev->port_active) {
     fmt::print(stderr,
                "dmbench devices: {} port 1 is {}, not ACTIVE (cable, link, or rdma link "
                "add for Soft-RoCE?)\n",

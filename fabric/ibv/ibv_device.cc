@@ -142,6 +142,7 @@ std::vector<DeviceInfo> ListDevices() {
     if (ibv_query_device(ctx, &a) == 0 && ibv_query_port(ctx, 1, &pa) == 0) {
       info.transport = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand";
       info.port_state = ibv_port_state_str(pa.state);
+      info.port_active = pa.state == IBV_PORT_ACTIVE;
       info.active_mtu_bytes = MtuBytes(pa.active_mtu);
       info.max_qp_wr = a.max_qp_wr;
       info.max_mr = a.max_mr;

@@ -23,8 +23,9 @@ struct PortAddr {
 
 struct DeviceInfo {
   std::string name;
-  std::string transport;  // "InfiniBand" / "RoCE" (from the port's link layer)
-  std::string port_state;
+  std::string transport;     // "InfiniBand" / "RoCE" (from the port's link layer)
+  std::string port_state;    // ibv_port_state_str: "active", "down", ...
+  bool port_active = false;  // IBV_PORT_ACTIVE (not a match on the string)
   int active_mtu_bytes = 0;
   std::string gid;  // the GID dmbench would use
   int gid_index = -1;

@@ -1,7 +1,7 @@
 #!/bin/bash
 # vm-run.sh - run one command inside a throw-away QEMU guest that has Soft-RoCE.
 #
-#   tests/rxe/vm-run.sh [-t SEC] [-m MB] [-c CPUS] [-s SHARE_DIR] [-a auto|kvm|tcg] -- CMD [ARG...]
+#   tests/rxe/vm-run.sh [-t SEC] [-m MB] [-c CPUS] [-s SHARE_DIR] [-a auto|kvm|tcg] [-n PORT]... -- CMD [ARG...]
 #
 # The host kernel has no RDMA, so we boot Debian's own kernel (which ships the
 # rdma_rxe module) under QEMU. There is no disk image: the guest's root is the
@@ -11,15 +11,24 @@
 # one writable 9p share, mounted at the same path, for results.
 #
 # Inside the guest CMD runs as root under bash, cwd = the caller's cwd, with
-# VM_SHARE=SHARE_DIR, VM_ACCEL=kvm|tcg and the caller's RXE_*, DMB_*, GTEST_*
-# variables. Its stdout+stderr are streamed here live and kept in
-# SHARE_DIR/vm-out.log; the guest console is in SHARE_DIR/vm-console.log.
-# The guest has no NIC.
+# VM_SHARE=SHARE_DIR, VM_ACCEL=kvm|tcg, VM_NIC_MACS (below) and the caller's
+# RXE_*, DMB_*, GTEST_* variables. Its stdout+stderr are streamed here live
+# and kept in SHARE_DIR/vm-out.log; the guest console is in
+# SHARE_DIR/vm-console.log.
+#
+# The guest has no NIC, unless -n PORT asks for one (repeatable): the i-th -n
+# adds a virtio NIC on QEMU user networking (restrict=on: no way out of the
+# guest) with MAC 52:54:00:d0:00:0i that forwards the host's 127.0.0.1:PORT to
+# port 22 of the guest address 10.0.2.15 on that NIC. The guest configures
+# nothing itself: CMD finds the NICs by MAC (VM_NIC_MACS, in -n order), loads
+# virtio_net and sets 10.0.2.15/24 on each (e.g. each in a network namespace
+# of its own: tests/ansible/netns-hosts.sh).
 #
 # Options: -t hard wall-clock limit for the guest (default 900 s), -m guest RAM
 # (default 4096 MB), -c vCPUs (default 2), -s share dir (default
 # build/rxe-vm/share), -a accelerator (auto = KVM only where it can boot a
-# stock kernel, else TCG software emulation).
+# stock kernel, else TCG software emulation), -n a NIC forwarding host port
+# PORT to the guest's ssh port (above; at most 9).
 #
 # Exit status: CMD's exit status in the guest; 124 = time limit hit; 125 = the
 # guest did not boot or gave no exit status (a diagnosis is printed); 2 = usage.
@@ -36,11 +45,12 @@ PKGS="qemu-system-x86 busybox-static kmod cpio iproute2 rdma-core ibverbs-provid
       ibverbs-utils perftest libibverbs-dev"
 export PATH=$PATH:/usr/sbin:/sbin   # depmod for non-root users
 
-TMO=900 MEM=4096 CPUS=2 SHARE=$VMDIR/share ACCEL=auto
+TMO=900 MEM=4096 CPUS=2 SHARE=$VMDIR/share ACCEL=auto FWD=()
 usage() { sed -n '4p' "$0" | sed 's/^# */usage: /' >&2; exit 2; }
-while getopts "t:m:c:s:a:h" o; do
+while getopts "t:m:c:s:a:n:h" o; do
   case $o in
     t) TMO=$OPTARG ;; m) MEM=$OPTARG ;; c) CPUS=$OPTARG ;; s) SHARE=$OPTARG ;; a) ACCEL=$OPTARG ;;
+    n) [[ $OPTARG =~ ^[0-9]+$ ]] || usage; FWD+=("$OPTARG") ;;
     *) usage ;;
   esac
 done
@@ -153,14 +163,23 @@ case $ACCEL in
   *) usage ;;
 esac
 
-# --- 4. the command file, in the share --------------------------------------
+# --- 4. NICs (-n) -------------------------------------------------------------
+NIC=(-nic none) MACS=()
+for i in "${!FWD[@]}"; do
+  [ "$i" -lt 9 ] || usage
+  MACS+=("52:54:00:d0:00:0$((i + 1))")
+  NIC+=(-nic "user,model=virtio-net-pci,mac=${MACS[i]},restrict=on,hostfwd=tcp:127.0.0.1:${FWD[i]}-:22")
+done
+[ ${#FWD[@]} -eq 0 ] || NIC=("${NIC[@]:2}")
+
+# --- 5. the command file, in the share --------------------------------------
 mkdir -p "$SHARE" && SHARE=$(cd "$SHARE" && pwd)
 mkdir -p "$SHARE/.vm"
 exec 8>"$SHARE/.vm/lock"
 flock -n 8 || die "another vm-run.sh is using share dir $SHARE (use -s DIR)"
 {
   echo "#!/bin/bash"
-  printf 'export VM_SHARE=%q VM_ACCEL=%q\n' "$SHARE" "$ACCEL"
+  printf 'export VM_SHARE=%q VM_ACCEL=%q VM_NIC_MACS=%q\n' "$SHARE" "$ACCEL" "${MACS[*]}"
   for v in $(compgen -e | grep -E '^(RXE|DMB|GTEST)_' || true); do printf 'export %s=%q\n' "$v" "${!v}"; done
   echo "ulimit -l unlimited"
   printf 'cd %q || exit 125\n' "$PWD"
@@ -171,7 +190,7 @@ rm -f "$SHARE/.vm/rc" "$SHARE/.vm/boot_s"
 : >"$SHARE/vm-out.log"
 : >"$SHARE/vm-console.log"
 
-# --- 5. boot ----------------------------------------------------------------
+# --- 6. boot ----------------------------------------------------------------
 
 # no_timer_check: a TCG guest starved of host CPU can miss the kernel's
 # IO-APIC timer check and panic at boot ("IO-APIC + timer doesn't work",
@@ -179,7 +198,7 @@ rm -f "$SHARE/.vm/rc" "$SHARE/.vm/boot_s"
 t0=$(date +%s.%N)
 set +e
 timeout -k 10 "$TMO" qemu-system-x86_64 "${AOPT[@]}" -m "$MEM" -smp "$CPUS" -no-reboot \
-  -display none -monitor none -serial file:"$SHARE/vm-console.log" -nic none \
+  -display none -monitor none -serial file:"$SHARE/vm-console.log" "${NIC[@]}" \
   -kernel "$VMLINUZ" -initrd "$INITRD" \
   -append "console=ttyS0 panic=-1 no_timer_check rdinit=/init vm.share=$SHARE vm.moddir=$MODDIR" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
