@@ -15,6 +15,8 @@
 #                    regenerate results/README.md (same for every experiments/NAME.yaml:
 #                    make offload-qps, make primitives, make figure-6, make figure-7,
 #                    make alloc-rate, make offload-model; `make figures` runs them all)
+#   make figure-10 PARAMS="keys=300 ..."  the same with parameters overridden (dmbench run
+#                    --param, once per word; works with BACKEND= too)
 #   make figure-10 BACKEND=sim|ibv INVENTORY=path/to/inventory.ini [FILTER=glob]
 #                    the same on a cluster (ansible/, README "On a real cluster"):
 #                    site.yml prepares the hosts, figure.yml runs the points (sim: dealt
@@ -106,6 +108,7 @@ runner-build: deps
 BACKEND ?=
 INVENTORY ?=
 FILTER ?=
+PARAMS ?=
 # BACKEND=...: the inventory is checked before anything is built.
 cluster-args:
 	@case "$(BACKEND)" in sim|ibv) ;; *) echo "BACKEND must be sim or ibv, got '$(BACKEND)'" >&2; exit 2;; esac
@@ -115,11 +118,13 @@ cluster-args:
 
 $(EXPERIMENTS): $(if $(BACKEND),cluster-args) runner-build
 ifeq ($(BACKEND),)
-	./build/release/cli/dmbench run experiments/$@.yaml --jobs $(JOBS) $(RUN_ARGS)
+	./build/release/cli/dmbench run experiments/$@.yaml --jobs $(JOBS) \
+	  $(foreach p,$(PARAMS),--param $(p)) $(RUN_ARGS)
 else
 	cd ansible && ansible-playbook -i $(abspath $(INVENTORY)) site.yml $(ANSIBLE_ARGS)
 	cd ansible && ansible-playbook -i $(abspath $(INVENTORY)) figure.yml -e figure=$@ \
-	  -e backend=$(BACKEND) $(if $(FILTER),-e 'filter=$(FILTER)') $(ANSIBLE_ARGS)
+	  -e backend=$(BACKEND) $(if $(FILTER),-e 'filter=$(FILTER)') \
+	  $(if $(PARAMS),-e 'params=$(PARAMS)') $(ANSIBLE_ARGS)
 endif
 	/usr/bin/python3 plots/$@.py --results results/$@
 	/usr/bin/python3 plots/results_readme.py --results results
