@@ -1,6 +1,7 @@
 #include "apps/kvstore/slab_alloc.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "systems/knobs.h"
@@ -40,6 +41,7 @@ SlabAllocator::SlabAllocator(systems::CnSide& cn, systems::AccessGroup& group,
                              std::vector<uint32_t> classes)
     : cn_(cn), group_(group), classes_(std::move(classes)), with_free_(classes_.size()) {
   stats_.granularity_bytes = cn.caps().granularity_bytes;
+  irregular_ = stats_.granularity_bytes == 0;
 }
 
 int SlabAllocator::ClassFor(uint64_t bytes) const {
@@ -75,12 +77,14 @@ Task<systems::Result<Block>> SlabAllocator::Alloc(uint64_t bytes) {
     s->in_use.assign(s->blocks, false);
     for (uint32_t b = s->blocks; b-- > 0;) s->free_list.push_back(b);
     avail.insert(s->chunk.addr);
+    if (s->chunk.bytes != stats_.granularity_bytes) irregular_ = true;
+    if (!irregular_) by_quotient_[s->chunk.addr / stats_.granularity_bytes] = s.get();
     slabs_[s->chunk.addr] = std::move(s);
     ++stats_.chunks_allocated;
     ++stats_.chunks_held;
     stats_.peak_chunks_held = std::max(stats_.peak_chunks_held, stats_.chunks_held);
   }
-  Slab* s = slabs_.at(*avail.begin()).get();
+  Slab* s = SlabAt(*avail.begin());
   const uint32_t b = s->free_list.back();
   s->free_list.pop_back();
   s->in_use[b] = true;
@@ -91,11 +95,33 @@ Task<systems::Result<Block>> SlabAllocator::Alloc(uint64_t bytes) {
   co_return out;
 }
 
+Slab* SlabAllocator::SlabAt(uint64_t chunk_addr) const {
+  if (irregular_) return slabs_.at(chunk_addr).get();
+  return by_quotient_.at(chunk_addr / stats_.granularity_bytes);
+}
+
+void SlabAllocator::Forget(const Slab& s) {
+  if (!irregular_) by_quotient_.erase(s.chunk.addr / stats_.granularity_bytes);
+  slabs_.erase(s.chunk.addr);
+}
+
 Slab* SlabAllocator::SlabOf(uint64_t addr) const {
-  auto it = slabs_.upper_bound(addr);
-  if (it == slabs_.begin()) return nullptr;
-  --it;
-  Slab* s = it->second.get();
+  Slab* s = nullptr;
+  if (irregular_) {
+    auto it = slabs_.upper_bound(addr);
+    if (it == slabs_.begin()) return nullptr;
+    s = std::prev(it)->second.get();
+  } else {
+    const uint64_t q = addr / stats_.granularity_bytes;
+    auto it = by_quotient_.find(q);
+    if (it == by_quotient_.end() || it->second->chunk.addr > addr) {
+      if (q == 0) return nullptr;
+      it = by_quotient_.find(q - 1);
+      if (it == by_quotient_.end()) return nullptr;
+    }
+    s = it->second;
+  }
+  if (addr < s->chunk.addr) return nullptr;
   if (addr - s->chunk.addr >= static_cast<uint64_t>(s->blocks) * s->block_bytes) return nullptr;
   if ((addr - s->chunk.addr) % s->block_bytes != 0) return nullptr;
   return s;
@@ -117,12 +143,13 @@ Task<Status> SlabAllocator::Free(uint64_t addr) {
   s->in_use[b] = false;
   s->free_list.push_back(b);
   --stats_.blocks_in_use;
-  with_free_[s->size_class].insert(s->chunk.addr);
+  // A slab is in with_free_ exactly while its free list is not empty.
+  if (s->free_list.size() == 1) with_free_[s->size_class].insert(s->chunk.addr);
   if (s->free_list.size() < s->blocks) co_return Status::Ok();
   Status st = co_await cn_.Free(group_, s->chunk);
   if (!st.ok()) co_return st;
   with_free_[s->size_class].erase(s->chunk.addr);
-  slabs_.erase(s->chunk.addr);
+  Forget(*s);
   ++stats_.chunks_returned;
   --stats_.chunks_held;
   co_return Status::Ok();
@@ -140,6 +167,7 @@ Task<Status> SlabAllocator::ReleaseAll() {
     }
     slabs_.erase(it);
   }
+  by_quotient_.clear();
   for (auto& s : with_free_) s.clear();
   stats_.blocks_in_use = 0;
   co_return first;

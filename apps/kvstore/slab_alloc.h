@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include "systems/memory_manager.h"
@@ -83,11 +84,20 @@ class SlabAllocator {
 
  private:
   Slab* SlabOf(uint64_t addr) const;
+  // The slab whose chunk starts at `chunk_addr` (it must exist).
+  Slab* SlabAt(uint64_t chunk_addr) const;
+  void Forget(const Slab& s);
 
   systems::CnSide& cn_;
   systems::AccessGroup& group_;
   std::vector<uint32_t> classes_;
   std::map<uint64_t, std::unique_ptr<Slab>> slabs_;  // by chunk address
+  // The same slabs by chunk address / granularity: chunks of one size never
+  // share that quotient, and a block lies in the chunk of its own quotient or
+  // the one below (O(1) where slabs_ costs a tree walk per lookup). Unused
+  // when a chunk is not of the granularity's size (irregular_).
+  std::unordered_map<uint64_t, Slab*> by_quotient_;
+  bool irregular_ = false;
   std::vector<std::set<uint64_t>> with_free_;        // per class: chunk addresses
   SlabStats stats_;
 };

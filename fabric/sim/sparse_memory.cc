@@ -23,22 +23,22 @@ void SparseMemory::CheckRange(uint64_t addr, uint64_t n, const char* what) const
 uint8_t* SparseMemory::PageForWrite(uint64_t page) {
   if (page == cached_page_) return cached_ptr_;
   auto& dir = dirs_[page >> kDirShift];
-  if (!dir) dir = std::make_unique<std::unique_ptr<uint8_t[]>[]>(1ull << kDirShift);
-  auto& p = dir[page & ((1ull << kDirShift) - 1)];
+  if (!dir) dir = std::make_unique<uint8_t*[]>(1ull << kDirShift);  // all null
+  uint8_t*& p = dir[page & ((1ull << kDirShift) - 1)];
   if (!p) {
-    p = std::make_unique<uint8_t[]>(kPageBytes);  // value-initialised: zeros
+    p = pool_.Take();  // zeros
     ++resident_pages_;
   }
   cached_page_ = page;
-  cached_ptr_ = p.get();
-  return p.get();
+  cached_ptr_ = p;
+  return p;
 }
 
 const uint8_t* SparseMemory::PageForRead(uint64_t page) const {
   if (page == cached_page_) return cached_ptr_;
   const auto& dir = dirs_[page >> kDirShift];
   if (!dir) return nullptr;
-  uint8_t* p = dir[page & ((1ull << kDirShift) - 1)].get();
+  uint8_t* p = dir[page & ((1ull << kDirShift) - 1)];
   if (p) {
     cached_page_ = page;
     cached_ptr_ = p;
@@ -95,9 +95,10 @@ uint64_t SparseMemory::Alloc(uint64_t bytes, uint64_t align) { return alloc_.All
 void SparseMemory::DropPage(uint64_t page) {
   auto& dir = dirs_[page >> kDirShift];
   if (!dir) return;
-  auto& p = dir[page & ((1ull << kDirShift) - 1)];
+  uint8_t*& p = dir[page & ((1ull << kDirShift) - 1)];
   if (!p) return;
-  p.reset();
+  pool_.Give(p);
+  p = nullptr;
   --resident_pages_;
   if (cached_page_ == page) {
     cached_page_ = ~0ull;

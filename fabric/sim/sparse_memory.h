@@ -10,6 +10,7 @@
 
 #include "fabric/node.h"
 #include "fabric/range_alloc.h"
+#include "fabric/sim/page_pool.h"
 
 namespace dmb::sim {
 
@@ -45,8 +46,9 @@ class SparseMemory : public fabric::Memory {
   uint64_t size_;
   fabric::RangeAllocator alloc_;  // from 4096: address 0 stays unused, like a null page
   uint64_t resident_pages_ = 0;
-  std::vector<std::unique_ptr<std::unique_ptr<uint8_t[]>[]>> dirs_;
-  mutable uint64_t cached_page_ = ~0ull;  // one-entry cache of the last resident page
+  PagePool pool_{kPageBytes};
+  std::vector<std::unique_ptr<uint8_t*[]>> dirs_;  // page pointers from pool_
+  mutable uint64_t cached_page_ = ~0ull;           // one-entry cache of the last resident page
   mutable uint8_t* cached_ptr_ = nullptr;
 };
 

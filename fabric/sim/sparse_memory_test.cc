@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <vector>
 
@@ -62,6 +64,26 @@ TEST(SparseMemory, FreeZeroesTheRangeDropsWholePagesAndRefusesDoubleFrees) {
   mem.Read(b, got.data(), got.size());
   EXPECT_EQ(got, std::vector<uint8_t>(100, 0));
   EXPECT_EQ(mem.LoadU64(keep), 7u) << "a neighbour's bytes survive";
+}
+
+// Pages come zeroed from the pool, stay distinct across its mappings, and a
+// page given back (dirty) is zeros when it is taken again.
+TEST(PagePool, PagesAreZeroDistinctAndZeroAgainAfterGive) {
+  PagePool pool(SparseMemory::kPageBytes, /*pages_per_map=*/2);
+  std::vector<uint8_t*> pages;
+  for (int i = 0; i < 5; ++i) {
+    uint8_t* p = pool.Take();
+    for (uint64_t b = 0; b < pool.page_bytes(); b += 4096) ASSERT_EQ(p[b], 0) << "page " << i;
+    std::memset(p, 0xA0 + i, pool.page_bytes());
+    pages.push_back(p);
+  }
+  for (size_t i = 0; i < pages.size(); ++i) {
+    EXPECT_EQ(pages[i][pool.page_bytes() - 1], 0xA0 + i) << "pages overlap";
+  }
+  pool.Give(pages[3]);
+  uint8_t* again = pool.Take();
+  EXPECT_EQ(again, pages[3]);
+  EXPECT_EQ(std::count(again, again + pool.page_bytes(), 0), static_cast<long>(pool.page_bytes()));
 }
 
 }  // namespace
