@@ -31,7 +31,7 @@ const SlabStats& KvClient::alloc_stats() const {
 }
 
 uint32_t KvClient::PartitionOf(std::string_view key, const KvOptions& o) {
-  return HashKey(key, Partitions(o), 1).partition;
+  return PartitionOfKey(key, Partitions(o));
 }
 
 Status KvClient::CheckKey(const KeyHash& k) const {

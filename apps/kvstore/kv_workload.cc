@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
 #include "apps/kvstore/kv_client.h"
+#include "apps/kvstore/mt64.h"
+#include "apps/kvstore/race_index.h"
 #include "harness/cpu_sampling.h"
 #include "systems/common/wait_list.h"
 #include "systems/knobs.h"
@@ -22,35 +23,42 @@ using systems::Status;
 
 constexpr char kAlphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
-// Deterministic per-partition stream (std::mt19937_64's output is fixed by
-// the standard; distributions are not, so none is used).
-std::mt19937_64 Stream(uint64_t seed, uint32_t partition, uint64_t purpose) {
+// Deterministic per-partition stream (std::mt19937_64's output, which the
+// standard fixes; distributions are not fixed, so none is used).
+Mt64 Stream(uint64_t seed, uint32_t partition, uint64_t purpose) {
   uint64_t z = seed ^ (0x9E3779B97F4A7C15ull * (partition + 1)) ^ (0xD1B54A32D192ED03ull * purpose);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return std::mt19937_64(z ^ (z >> 31));
+  return Mt64(z ^ (z >> 31));
 }
 
-uint64_t Below(std::mt19937_64& rng, uint64_t n) { return n ? rng() % n : 0; }
+uint64_t Below(Mt64& rng, uint64_t n) { return n ? rng() % n : 0; }
 
-// New keys of one partition, never repeated.
+// New keys of one partition, never repeated: random candidates until one
+// hashes into the partition (one in `partitions` does: 288 on six CNs x 48
+// threads, so the candidate loop is this run's hottest CPU work).
 class KeyGen {
  public:
   KeyGen(const KvOptions& o, uint32_t partition, uint32_t key_bytes, uint64_t seed)
-      : o_(o), partition_(partition), key_bytes_(key_bytes), rng_(Stream(seed, partition, 1)) {}
+      : partitions_(KvClient::Partitions(o)),
+        partition_(partition),
+        candidate_(key_bytes, '\0'),
+        rng_(Stream(seed, partition, 1)) {}
   std::string Next() {
-    std::string k(key_bytes_, '\0');
     for (;;) {
-      for (auto& c : k) c = kAlphabet[rng_() % (sizeof(kAlphabet) - 1)];
-      if (KvClient::PartitionOf(k, o_) == partition_ && seen_.insert(k).second) return k;
+      for (auto& c : candidate_) c = kAlphabet[rng_() % (sizeof(kAlphabet) - 1)];
+      if (PartitionOfKey(candidate_, partitions_) == partition_ &&
+          seen_.insert(candidate_).second) {
+        return candidate_;
+      }
     }
   }
 
  private:
-  const KvOptions& o_;
+  uint32_t partitions_;
   uint32_t partition_;
-  uint32_t key_bytes_;
-  std::mt19937_64 rng_;
+  std::string candidate_;
+  Mt64 rng_;
   std::unordered_set<std::string> seen_;
 };
 
@@ -118,7 +126,7 @@ Task<void> DeletePhase(Shared* sh, KvClient* kv, std::vector<std::string>* inser
   std::vector<std::string>& keys = *inserted;
   const size_t n = keys.size();
   const size_t del = static_cast<size_t>(static_cast<double>(n) * spec.delete_fraction);
-  std::mt19937_64 del_rng = Stream(spec.seed, kv->partition(), 3);
+  Mt64 del_rng = Stream(spec.seed, kv->partition(), 3);
   for (size_t i = 0; i < del; ++i) std::swap(keys[i], keys[i + Below(del_rng, n - i)]);
   for (size_t i = 0; i < del; ++i) {
     const Ps t0 = rt.now();
@@ -177,7 +185,7 @@ Task<void> Client(Shared* sh, KvClient* kv, uint64_t share) {
   const KvWorkloadSpec& spec = *sh->spec;
   const uint32_t p = kv->partition();
   KeyGen gen(sh->opts, p, spec.key_bytes, spec.seed);
-  std::mt19937_64 ops_rng = Stream(spec.seed, p, 2);
+  Mt64 ops_rng = Stream(spec.seed, p, 2);
   const std::string value(ValueLength(spec), 'v');
   std::vector<std::string> inserted;
   Footprint fp{sh, kv};

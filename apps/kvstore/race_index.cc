@@ -20,6 +20,15 @@ uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
   return x;
 }
 
+uint64_t Fnv1a(std::string_view key) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : key) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
 }  // namespace
 
 uint64_t Slot::Pack(uint8_t fp, uint64_t used_bytes, uint64_t addr) {
@@ -34,14 +43,13 @@ uint32_t Slot::ReadBytes(uint64_t w, uint32_t block_bytes) {
   return static_cast<uint32_t>(std::min<uint64_t>(units * kSlotLenUnit, block_bytes));
 }
 
+uint32_t PartitionOfKey(std::string_view key, uint32_t partitions) {
+  return static_cast<uint32_t>(Mix(Fnv1a(key)) % partitions);
+}
+
 KeyHash HashKey(std::string_view key, uint32_t partitions, uint64_t buckets) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-  for (unsigned char c : key) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
   KeyHash k;
-  k.h = Mix(h);
+  k.h = Mix(Fnv1a(key));
   k.partition = static_cast<uint32_t>(k.h % partitions);
   k.bucket[0] = Mix(k.h ^ 0x5bd1e9955bd1e995ull) % buckets;
   k.bucket[1] = Mix(k.h ^ 0x27d4eb2f165667c5ull) % buckets;

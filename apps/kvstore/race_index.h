@@ -46,6 +46,9 @@ struct KeyHash {
   uint8_t fp = 0;
 };
 KeyHash HashKey(std::string_view key, uint32_t partitions, uint64_t buckets);
+// HashKey(key, partitions, *).partition alone (a key generator tries one
+// candidate per partition for every key it keeps: this is its inner loop).
+uint32_t PartitionOfKey(std::string_view key, uint32_t partitions);
 
 enum class CommitMode : uint8_t { kCas, kWrite };
 std::string_view CommitModeName(CommitMode m);

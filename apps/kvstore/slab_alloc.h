@@ -98,7 +98,7 @@ class SlabAllocator {
   // when a chunk is not of the granularity's size (irregular_).
   std::unordered_map<uint64_t, Slab*> by_quotient_;
   bool irregular_ = false;
-  std::vector<std::set<uint64_t>> with_free_;        // per class: chunk addresses
+  std::vector<std::set<uint64_t>> with_free_;  // per class: chunk addresses
   SlabStats stats_;
 };
 

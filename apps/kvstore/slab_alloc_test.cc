@@ -91,7 +91,9 @@ TEST_P(SlabLookup, FindsExactlyTheBlocksInUseAndReturnsEmptyChunks) {
       const Slab* s = a.Find(chunk + off);
       const bool block = off < l.chunk_bytes && off % 1024 == 0;
       EXPECT_EQ(s != nullptr, block) << "chunk " << c << " offset " << off;
-      if (s) EXPECT_EQ(s->chunk.addr, chunk);
+      if (s) {
+        EXPECT_EQ(s->chunk.addr, chunk);
+      }
     }
   }
   EXPECT_EQ(a.Find(l.base - 1024), nullptr);

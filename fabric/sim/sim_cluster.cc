@@ -382,15 +382,15 @@ fabric::Mw* SimNode::AllocMw(fabric::Pd* pd, fabric::MwType type) {
                                              "': the RNIC has no type-" +
                                              std::to_string(static_cast<int>(type)) + " windows");
   }
-  auto mw = std::make_unique<SimMw>();
+  const uint32_t index = NewKeyIndex();  // throws before anything is kept
+  SimMw* mw = &mws_.emplace_back();
   mw->pd_ = spd;
   mw->type_ = type;
-  mw->index_ = NewKeyIndex();
+  mw->index_ = index;
   mw->key_ = NextKey();
   mw->state_ = type == fabric::MwType::kType2 ? SimMw::State::kFree : SimMw::State::kValid;
-  keys_[mw->index_].mw = mw.get();
-  mws_.push_back(std::move(mw));
-  return mws_.back().get();
+  keys_[mw->index_].mw = mw;
+  return mw;
 }
 
 void SimNode::DeallocMw(fabric::Mw* mw) {

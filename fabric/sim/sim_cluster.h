@@ -333,7 +333,7 @@ class SimNode : public fabric::Node {
   int offload_qps_cn_facing_ = 0;  // ... connected to another node
   std::vector<std::unique_ptr<SimPd>> pds_;
   std::vector<std::unique_ptr<SimMr>> mrs_;
-  std::vector<std::unique_ptr<SimMw>> mws_;
+  std::deque<SimMw> mws_;  // never erased: stable addresses, no malloc each
   std::vector<std::unique_ptr<SimCq>> cqs_;
   std::vector<std::unique_ptr<SimQp>> qps_;  // by number - 1; null once destroyed
   // Destroyed QPs that pending events still name (they check its epoch and
