@@ -152,9 +152,22 @@ int IbvCq::PollDevice() {
       wc.qp_num = wcs[i].qp_num;
     }
     wc.timestamp_ps = now;
-    if (!ignore_overrun_) ready_.push_back(wc);
+    if (!ignore_overrun_) Deliver(wc);
   }
   return n;
+}
+
+// The common case without the queue: nothing older is queued, so `wc` goes
+// straight to the oldest waiter that wants it (what Wake would do next).
+void IbvCq::Deliver(const WorkCompletion& wc) {
+  if (ready_.empty() && head_) {
+    if (Waiter* w = TakeWaiterFor(&head_, &tail_, wc)) {
+      w->wc = wc;
+      node_->cluster()->rt().Ready(w->handle);
+      return;
+    }
+  }
+  ready_.push_back(wc);
 }
 
 // Hands each polled completion, in order, to the oldest waiter that wants
@@ -174,7 +187,9 @@ void IbvCq::Wake() {
 
 int IbvCq::Pump() {
   const int n = PollDevice();
-  Wake();
+  // Queued completions only matter to the waiters there are now; a later
+  // waiter looks at them itself (AddWaiter).
+  if (n > 0 && head_ && !ready_.empty()) Wake();
   return n;
 }
 
@@ -193,7 +208,7 @@ void IbvCq::AddWaiter(Waiter* w) {
     head_ = w;
   }
   tail_ = w;
-  Wake();  // a completion already polled goes to it on the next loop turn
+  if (!ready_.empty()) Wake();  // a completion already polled goes to it on the next loop turn
 }
 
 int IbvCq::Poll(std::span<WorkCompletion> out) {

@@ -130,6 +130,7 @@ class IbvCq : public Cq {
 
  private:
   int PollDevice();
+  void Deliver(const WorkCompletion& wc);
   void Wake();
   IbvNode* node_;
   ibv_cq* cq_;
@@ -218,8 +219,10 @@ class IbvNode : public Node {
   IbvMw* MwByRkey(uint32_t rkey) const;
   const Device& device() const { return dev_; }
   IbvCluster* cluster() const { return cluster_; }
-  // Polls every CQ and the device's asynchronous events.
+  // Polls the awaited CQs, every kIdleCqPeriod calls all of them and every
+  // 1024 the device's asynchronous events.
   int Pump();
+  static constexpr uint64_t kIdleCqPeriod = 8;
 
  private:
   int PumpAsyncEvents();

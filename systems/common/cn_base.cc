@@ -230,15 +230,20 @@ Task<Status> CnBase::OneSided(Opcode op, Lane& lane, const Chunk& chunk, uint64_
   if (lane.broken()) {
     co_return LaneBroken();
   }
-  fabric::SendWr wr;
+  // The shared scratch WR (posting copies it; no suspension before that):
+  // its sg_list keeps its capacity, so the hot path allocates nothing.
+  fabric::SendWr& wr = io_wr_;
   wr.opcode = op;
-  wr.sg_list = {{local_addr, length, lane.group->lkey()}};
+  wr.flags = fabric::kSignaled;
+  wr.sg_list.resize(1);
+  wr.sg_list[0] = {local_addr, length, lane.group->lkey()};
   wr.remote_addr = chunk.addr + offset;
   wr.rkey = chunk.RkeyForLane(lane.index);
   // Exec's steps inline: the hot path of every READ/WRITE saves a coroutine frame.
   const char* what = op == Opcode::kRead ? "READ" : "WRITE";
   if (PostSignaled(lane, wr) != 0) co_return FromWc(NotPosted(), what);
-  const fabric::WorkCompletion wc = co_await lane.cq->NextFor(wr.wr_id);
+  const uint64_t wr_id = wr.wr_id;
+  const fabric::WorkCompletion wc = co_await lane.cq->NextFor(wr_id);
   co_return FromWc(wc, what);
 }
 

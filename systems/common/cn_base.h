@@ -65,6 +65,8 @@ class CnBase : public CnSide {
   fabric::Pd* pd_ = nullptr;
   bool spare_qps_ = false;
   uint64_t wr_seq_ = 1;
+  // OneSided's WR, filled and posted without suspending in between.
+  fabric::SendWr io_wr_;
 
  private:
   struct QpPair {
