@@ -53,6 +53,7 @@ class Testbed {
   fabric::Node* mn_node() { return mn_; }
   Ps now() { return cluster_->runtime().now(); }
   const std::string& backend() const { return spec_.backend; }
+  uint64_t pool_bytes() const { return spec_.pool_bytes; }
   // Runs `task` until it finishes (background services may still be pending).
   void Run(Task<void> task);
   // Runs every task concurrently (app threads) until all have finished.

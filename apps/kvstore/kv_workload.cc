@@ -289,6 +289,20 @@ void CheckBlockFits(const KvWorkloadSpec& spec, uint64_t block, uint64_t granula
                     " (--set granularity=" + Size(need) + ") or a smaller value");
 }
 
+// Every key of fillsync and insert is inserted and holds a block of its size
+// class, so more keys than the pool holds such blocks cannot succeed: said
+// before the run, not after minutes of it (ycsbd inserts about half its ops).
+void CheckPoolHolds(const KvWorkloadSpec& spec, uint64_t block, uint64_t pool_bytes) {
+  if (spec.workload == "ycsbd") return;
+  uint64_t cls = 64;
+  while (cls < block) cls *= 2;
+  const uint64_t need = spec.keys * cls;
+  if (need <= pool_bytes) return;
+  throw ConfigError(std::to_string(spec.keys) + " keys in " + Size(cls) + " blocks need at least " +
+                    Size(need) + " of MN memory, more than the pool (" + Size(pool_bytes) +
+                    "); use a larger --pool (pool: in a spec) or fewer keys");
+}
+
 // The phases' times, the MN CPU (when sampled) and memory figures, once
 // every client is done.
 void Summarize(const Shared& sh, harness::Testbed& tb, int cpu_samples, KvWorkloadResult* r) {
@@ -359,6 +373,7 @@ KvWorkloadResult RunKvWorkload(harness::Testbed& tb, const KvWorkloadSpec& spec)
   r.block_bytes = 8ull + spec.key_bytes + ValueLength(spec);
   try {
     CheckBlockFits(spec, r.block_bytes, r.granularity_bytes, tb.mm().system());
+    CheckPoolHolds(spec, r.block_bytes, tb.pool_bytes());
   } catch (...) {
     close_all();
     throw;

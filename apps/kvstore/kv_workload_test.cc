@@ -158,5 +158,31 @@ TEST(KvWorkload, TooFewCpuSamplesAreRefused) {
   }
 }
 
+// 5,000 1 KB blocks cannot fit a 4 MB pool: refused before anything runs,
+// naming the need and the fix; ycsbd (about half its ops insert) is let run.
+TEST(KvWorkload, MoreBlocksThanThePoolHoldsAreRefusedUpFront) {
+  harness::TestbedSpec t;
+  t.system = "static_mr";
+  t.pool_bytes = 4ull << 20;
+  t.knobs = {{"granularity", "1MB"}};
+  harness::Testbed tb(t);
+  KvWorkloadSpec s;
+  s.workload = "insert";
+  s.threads = 1;
+  s.keys = 5000;
+  s.value_bytes = 1024;
+  try {
+    (void)RunKvWorkload(tb, s);
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("5000 keys in 1KB blocks need at least"), std::string::npos) << m;
+    EXPECT_NE(m.find("--pool"), std::string::npos) << m;
+  }
+  s.keys = 1000;  // 1,000 blocks fit: it runs
+  harness::Testbed fresh(t);
+  EXPECT_EQ(RunKvWorkload(fresh, s).failures, 0u);
+}
+
 }  // namespace
 }  // namespace dmb::apps::kv
