@@ -188,7 +188,7 @@ Task<void> MnBase::AdminReaper() {
     w->wc = wc;
     w->done = true;
     if (w->h) w->h.resume();
-    admin_room_.NotifyAll();  // a ring slot is free again
+    admin_room_.NotifyUntilOneParks();  // a ring slot is free again: who waited longest
   }
 }
 
