@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -35,7 +36,7 @@ Testbed::Testbed(const TestbedSpec& spec) : spec_(spec) {
   if (!d.remote_mn) {
     fabric::NodeConfig mc;
     mc.name = "mn0";
-    mc.memory_bytes = spec.pool_bytes + spec.mn_extra_bytes;
+    mc.memory_bytes = spec.pool_bytes + std::max(spec.mn_extra_bytes, spec.pool_bytes);
     mc.cpu_cores = spec.mn_cores;
     mc.caps = spec.mn_caps;
     mn_ = cluster_->AddNode(mc);

@@ -26,7 +26,9 @@ struct TestbedSpec {
   int cn_cores = 24;
   int mn_cores = 1;  // kUnlimitedCores: one core per CN thread in any figure
   uint64_t pool_bytes = 256ull << 20;
-  // sim: MN memory beyond the pool (metadata, WQ rings, chains' scratch).
+  // sim: MN memory beyond the pool (metadata, WQ rings, chains' scratch), at
+  // least as much as the pool: OneSidedMW keeps 144 B per chunk, 28% of a
+  // pool of 512 B chunks. Sparse: only the bytes touched cost host memory.
   uint64_t mn_extra_bytes = 256ull << 20;
   uint64_t seed = 1;
   std::string profile = "cx5";
