@@ -338,17 +338,21 @@ def params_of(crow):
     return [(p, v) for p, v in zip(ps, vs) if p]
 
 
-def _base_value(agg, target, rel, metric):
-    """Our value of metric at the point target with rel's keys changed."""
+def _base_value(agg, target, rel, metric, named=()):
+    """Our value of metric at the point target with rel's keys changed.
+    named: the keys the compare row matches on besides system and variant."""
     want = {c: target[c] for c in ["system", "variant", "op", "io", "threads", "cns",
                                    "mn_cores", "size_bytes", "offload_qps", "mw_type",
                                    "page_bytes", "knobs"] if c in target}
     if "system" in rel:
-        # another approach: its own variant (unless named) and knobs
+        # another approach: its own variant (unless named), knobs and MN cores
+        # (figure 7's RPC-MW with unlimited MN cores against OneSidedMW on one)
         if "variant" not in rel:
             want.pop("variant", None)
         want.pop("knobs", None)
         want.pop("mw_type", None)
+        if "mn_cores" not in named:
+            want.pop("mn_cores", None)
     if "variant" in rel:
         want.pop("knobs", None)
     for k, v in rel.items():
@@ -394,7 +398,8 @@ def paper_points(compare, agg, ops=None):
             if not _row_matches(row, crow):
                 continue
             if rel:
-                base = _base_value(agg, row, rel, metric)
+                named = str(crow.get("param") or "").split(";")
+                base = _base_value(agg, row, rel, metric, named)
                 if not math.isfinite(base):
                     warn(f"compare.csv: '{crow.get('label', '')}': no baseline "
                          f"({', '.join(f'{k}={v}' for k, v in rel.items())}) among our "
