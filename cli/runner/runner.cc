@@ -141,14 +141,14 @@ struct Child {
 };
 
 // What the unfinished points have left: each its wall time recorded in
-// meta.json (`walls`) or, unknown, the mean of the points finished in this
-// run; a running one less what it has spent (at least 0).
-double EtaSeconds(const std::map<std::string, double>& walls, double mean_done_s,
-                  const std::vector<const Point*>& todo, size_t next,
+// meta.json (`walls`) at this run's pace or, unknown, the mean of the points
+// finished in this run; a running one less what it has spent (at least 0).
+double EtaSeconds(const std::map<std::string, double>& walls, const WallPace& pace,
+                  double mean_done_s, const std::vector<const Point*>& todo, size_t next,
                   const std::map<pid_t, Child>& running, int jobs) {
   auto expected = [&](const Point* p) {
     auto it = walls.find(p->id);
-    return it == walls.end() ? mean_done_s : it->second;
+    return it == walls.end() ? mean_done_s : it->second * pace.factor();
   };
   std::vector<double> left;
   for (size_t i = next; i < todo.size(); ++i) left.push_back(expected(todo[i]));
@@ -167,6 +167,7 @@ void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<con
   std::map<pid_t, Child> running;
   size_t next = 0, done = 0;
   double done_s = 0;
+  WallPace pace;
   while (next < todo.size() || !running.empty()) {
     while (next < todo.size() && static_cast<int>(running.size()) < std::max(1, opt.jobs)) {
       const Point* p = todo[next++];
@@ -188,8 +189,9 @@ void RunPoints(const RunOptions& opt, const fs::path& dir, const std::vector<con
     const bool ok = FinishPoint(opt, dir, *c.p, c.cmd, status, cost, sum);
     ++done;
     done_s += secs;
+    if (auto w = walls.find(c.p->id); w != walls.end()) pace.Add(w->second, secs);
     const double el = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double eta = EtaSeconds(walls, done_s / done, todo, next, running, opt.jobs);
+    const double eta = EtaSeconds(walls, pace, done_s / done, todo, next, running, opt.jobs);
     fmt::print(stderr, "{}[{:>{}}/{}] {:3.0f}%  elapsed {}  ETA {}  {} {} ({:.1f} s){}",
                opt.tty ? "\r\033[K" : "", done, std::to_string(todo.size()).size(), todo.size(),
                100.0 * done / std::max<size_t>(1, todo.size()), MinutesSeconds(el),

@@ -83,6 +83,22 @@ std::string PointsJson(const Spec& spec, const RunOptions& opt);
 // share the sum, but a point cannot be split: never less than the longest.
 double SecondsLeft(const std::vector<double>& left_s, int jobs);
 
+// How this run's points compare with the wall times meta.json recorded for
+// them: a run at another scale (--param keys=1000000), on another machine or
+// beside other work takes a different multiple of every recorded wall. The
+// ETA scales the recorded walls of the points left by factor(): this run's
+// seconds over the recorded seconds of its finished points that have one
+// (1 until one has).
+struct WallPace {
+  double actual_s = 0;
+  double recorded_s = 0;
+  void Add(double recorded, double actual) {
+    recorded_s += recorded;
+    actual_s += actual;
+  }
+  double factor() const { return recorded_s > 0 ? actual_s / recorded_s : 1; }
+};
+
 // "2/3" (the second of three shards) as {index 1, count 3}; throws SpecError
 // naming the text otherwise.
 std::pair<int, int> ParseShard(const std::string& text);
