@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "fabric/ibv/ibv_objects.h"
 
@@ -33,6 +34,8 @@ IbvNode::IbvNode(IbvCluster* cluster, uint32_t id, const NodeConfig& cfg, Device
       cpu_(cfg.cpu_cores) {
   const int fl = fcntl(dev_.ctx->async_fd, F_GETFL);
   fcntl(dev_.ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+  if (const char* s = std::getenv("DMB_IBV_POST_BATCH"))
+    post_batching_ = std::string_view(s) != "0";
 }
 
 IbvNode::~IbvNode() {
@@ -187,6 +190,8 @@ void IbvNode::DestroyQp(Qp* qp) {
     throw VerbsError(EINVAL, "destroy_qp on node '" + name_ + "': not a live QP here");
   }
   const uint32_t qpn = (*it)->qp_num();
+  (*it)->Flush();
+  std::erase(queued_qps_, it->get());
   // The provider drops the outstanding WRs; completions already in a CQ
   // stay there (PollDevice no longer finds the QP and reports them raw).
   if (const int rc = ibv_destroy_qp((*it)->raw()); rc != 0) {
@@ -235,6 +240,11 @@ int IbvNode::PumpAsyncEvents() {
   return n;
 }
 
+void IbvNode::FlushPosts() {
+  for (IbvQp* qp : queued_qps_) qp->Flush();
+  queued_qps_.clear();
+}
+
 int IbvNode::Pump() {
   int n = 0;
   ++pumps_;
@@ -272,6 +282,9 @@ IbvCluster::~IbvCluster() {
 
 int IbvCluster::PollAll() {
   int n = 0;
+  // The WRs the coroutines of this turn posted, one doorbell per QP, before
+  // anything is polled.
+  for (IbvNode* in : local_) in->FlushPosts();
   for (IbvNode* in : local_) n += in->Pump();
   return n;
 }

@@ -12,6 +12,12 @@
 //  - A QP's state is cached: Modify sets it, an error completion or an
 //    asynchronous QP error event moves it to ERR (ibv_query_qp is a firmware
 //    command on ConnectX, far too slow for the data path).
+//  - Doorbell batching: READ/WRITE/SEND WRs that the coroutines of one loop
+//    turn post on a QP reach the provider as one list (one system call on
+//    rxe) before the turn polls. Only WRs the provider cannot refuse are
+//    held back, so PostSend's return is still the provider's answer; a
+//    direct post, Modify, QueryState and Cq::Poll ring the doorbell first.
+//    DMB_IBV_POST_BATCH=0 posts every WR at once.
 //  - Cpu::Work costs nothing: on real hardware the CPU work is the code that
 //    actually runs. Declared cost names are accepted and ignored.
 //  - What upstream verbs cannot express is refused with a clear error, never

@@ -211,7 +211,13 @@ void IbvCq::AddWaiter(Waiter* w) {
   if (!ready_.empty()) Wake();  // a completion already polled goes to it on the next loop turn
 }
 
+void IbvCq::DeliverUnposted(const WorkCompletion& wc) {
+  ++total_;
+  if (!ignore_overrun_) Deliver(wc);
+}
+
 int IbvCq::Poll(std::span<WorkCompletion> out) {
+  node_->FlushPosts();  // a WR the caller posted must be on the device before we look
   if (ready_.empty() || head_) PollDevice();
   Wake();
   int n = 0;
@@ -260,6 +266,7 @@ void IbvQp::Translate(const ibv_wc& in, WorkCompletion* out) {
     }
   } else {
     out->opcode = m.opcode;
+    acked_ = std::max(acked_, index + 1);
   }
   if (in.status != IBV_WC_SUCCESS) {
     ++counters_.errors;
@@ -268,6 +275,7 @@ void IbvQp::Translate(const ibv_wc& in, WorkCompletion* out) {
 }
 
 QpState IbvQp::QueryState() {
+  Flush();
   ibv_qp_attr a = {};
   ibv_qp_init_attr ia = {};
   if (ibv_query_qp(qp_, &a, IBV_QP_STATE, &ia) != 0) return state_;
@@ -297,6 +305,7 @@ void IbvQp::ModifyRaw(QpState target, const QpAddr* peer) {
                                  std::string(QpStateName(target)) + " on QP " +
                                  std::to_string(qp_num()));
   }
+  Flush();  // WRs posted before a transition (to ERR: flushed by it) reach the device first
   const Device& dev = node_->device();
   ibv_qp_attr a = {};
   int mask = IBV_QP_STATE;
@@ -341,7 +350,7 @@ void IbvQp::ModifyRaw(QpState target, const QpAddr* peer) {
                              std::string(QpStateName(target)) + ") failed: " + strerror(rc));
   }
   state_ = target;
-  if (target == QpState::kReset) sq_next_ = rq_next_ = 0;
+  if (target == QpState::kReset) sq_next_ = rq_next_ = acked_ = 0;
 }
 
 void IbvQp::Modify(QpState target, const QpAttr& attr) {
@@ -360,17 +369,89 @@ void IbvQp::ConnectTo(const QpAddr& peer) {
   ModifyRaw(QpState::kRts, nullptr);
 }
 
+// Queued WRs go to the provider at the next Flush, in posting order: when
+// the node polls (each loop turn, after the ready coroutines ran), before a
+// direct post, a state change, a query or a synchronous Poll.
 int IbvQp::Post(ibv_send_wr* wr, uint64_t user_wr_id, Opcode op, uint64_t* wqe_index) {
   const uint64_t index = sq_next_;
   wr->wr_id = index;
-  ibv_send_wr* bad = nullptr;
-  const int rc = ibv_post_send(qp_, wr, &bad);
-  if (rc != 0) return rc;
+  if (CanQueue(*wr)) {
+    Queue(*wr);
+  } else {
+    Flush();
+    ibv_send_wr* bad = nullptr;
+    const int rc = ibv_post_send(qp_, wr, &bad);
+    if (rc != 0) return rc;
+  }
   sq_meta_[index % sq_meta_.size()] = Meta{user_wr_id, op};
   ++sq_next_;
   ++counters_.send_wrs_executed;
   if (wqe_index) *wqe_index = index;
   return 0;
+}
+
+// Only a WR the provider cannot refuse is queued, so that PostSend's return
+// stays the provider's answer: READ, WRITE or SEND (no alignment or bind
+// checks) within the QP's SGE limit, on an RTS QP whose SQ has room for
+// certain. Anything else is posted at once, behind the queued WRs.
+bool IbvQp::CanQueue(const ibv_send_wr& wr) const {
+  switch (wr.opcode) {
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_SEND:
+      break;
+    default:
+      return false;
+  }
+  return node_->post_batching() && state_ == QpState::kRts &&
+         static_cast<uint32_t>(wr.num_sge) <= attr_.max_send_sge &&
+         queued_wr_.size() < kMaxQueued && sq_next_ + 1 - acked_ <= sq_meta_.size();
+}
+
+void IbvQp::Queue(const ibv_send_wr& wr) {
+  if (queued_wr_.empty()) {
+    queued_wr_.reserve(kMaxQueued);
+    node_->NoteQueued(this);
+  }
+  queued_wr_.push_back(wr);
+  queued_sge_.insert(queued_sge_.end(), wr.sg_list, wr.sg_list + wr.num_sge);
+}
+
+void IbvQp::Flush() {
+  if (queued_wr_.empty()) return;
+  size_t sge = 0;
+  for (size_t i = 0; i < queued_wr_.size(); ++i) {
+    ibv_send_wr& w = queued_wr_[i];
+    w.sg_list = w.num_sge > 0 ? &queued_sge_[sge] : nullptr;
+    sge += static_cast<size_t>(w.num_sge);
+    w.next = i + 1 < queued_wr_.size() ? &queued_wr_[i + 1] : nullptr;
+  }
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(qp_, queued_wr_.data(), &bad) != 0) {
+    FailQueued(bad ? static_cast<size_t>(bad - queued_wr_.data()) : 0);
+  }
+  queued_wr_.clear();
+  queued_sge_.clear();
+}
+
+// The provider refused queued WRs [from, end) after PostSend had returned 0
+// for them: each signaled one completes with WR_FLUSH_ERR (what a caller of
+// a failed post reports, e.g. CnBase::NotPosted), so no waiter hangs.
+void IbvQp::FailQueued(size_t from) {
+  auto* cq = static_cast<IbvCq*>(attr_.send_cq);
+  const Ps now = node_->cluster()->runtime().now();
+  for (size_t i = from; i < queued_wr_.size(); ++i) {
+    if (!(queued_wr_[i].send_flags & IBV_SEND_SIGNALED)) continue;
+    const Meta& m = sq_meta_[queued_wr_[i].wr_id % sq_meta_.size()];
+    WorkCompletion wc;
+    wc.wr_id = m.wr_id;
+    wc.status = WcStatus::kWrFlushErr;
+    wc.opcode = m.opcode;
+    wc.qp_num = qp_num();
+    wc.timestamp_ps = now;
+    cq->DeliverUnposted(wc);
+  }
 }
 
 int IbvQp::PostSend(const SendWr& wr, uint64_t* wqe_index) {
@@ -476,6 +557,7 @@ int IbvQp::BindMw(Mw* mw, uint64_t wr_id, Mr* mr, uint64_t addr, uint64_t length
     r = m->last_mr;
     if (!r) return EINVAL;  // never bound: nothing to unbind
   }
+  Flush();  // the bind goes to the device behind the WRs posted before it
   ibv_mw_bind b = {};
   b.wr_id = sq_next_;
   b.send_flags =

@@ -122,6 +122,9 @@ class IbvCq : public Cq {
   int Pump();
   ibv_cq* raw() const { return cq_; }
   bool awaited() const { return head_ != nullptr; }
+  // A completion for a WR the provider refused after PostSend had accepted
+  // it (IbvQp's batched doorbell): delivered as if polled.
+  void DeliverUnposted(const WorkCompletion& wc);
 
  protected:
   bool TryPop(WorkCompletion* wc, uint64_t wr_id) override;
@@ -174,6 +177,8 @@ class IbvQp : public Qp {
   void MarkError() { state_ = QpState::kErr; }
   ibv_qp* raw() const { return qp_; }
   bool Uses(const Cq* cq) const { return attr_.send_cq == cq || attr_.recv_cq == cq; }
+  // Rings the doorbell for the WRs queued since the last one (see Post).
+  void Flush();
 
  private:
   struct Meta {
@@ -183,6 +188,9 @@ class IbvQp : public Qp {
   [[noreturn]] void Refuse(const char* what) const;
   void ModifyRaw(QpState target, const QpAddr* peer);
   int Post(ibv_send_wr* wr, uint64_t user_wr_id, Opcode op, uint64_t* wqe_index);
+  bool CanQueue(const ibv_send_wr& wr) const;
+  void Queue(const ibv_send_wr& wr);
+  void FailQueued(size_t from);
 
   IbvNode* node_;
   ibv_qp* qp_;
@@ -191,6 +199,15 @@ class IbvQp : public Qp {
   std::vector<Meta> sq_meta_, rq_meta_;
   uint64_t sq_next_ = 0, rq_next_ = 0;
   QpCounters counters_;
+  // Doorbell batching: send WRs accepted by PostSend while coroutines run,
+  // handed to the provider as one list when the node next polls (a system
+  // call per ibv_post_send on rxe). Their sg_list pointers are set at Flush.
+  static constexpr size_t kMaxQueued = 64;
+  std::vector<ibv_send_wr> queued_wr_;
+  std::vector<ibv_sge> queued_sge_;
+  // Every send WR below this SQ index has completed (an RC QP completes in
+  // order): the SQ's free room is at least its size minus (sq_next_ - acked_).
+  uint64_t acked_ = 0;
 };
 
 class IbvNode : public Node {
@@ -223,6 +240,11 @@ class IbvNode : public Node {
   // 1024 the device's asynchronous events.
   int Pump();
   static constexpr uint64_t kIdleCqPeriod = 8;
+  // Doorbell batching (IbvQp::Post): on unless DMB_IBV_POST_BATCH=0.
+  bool post_batching() const { return post_batching_; }
+  void NoteQueued(IbvQp* qp) { queued_qps_.push_back(qp); }
+  // Rings every doorbell that WRs wait behind.
+  void FlushPosts();
 
  private:
   int PumpAsyncEvents();
@@ -241,6 +263,8 @@ class IbvNode : public Node {
   uint32_t next_cq_num_ = 1;
   mutable std::unordered_map<std::string, uint32_t> cost_ids_;
   uint64_t pumps_ = 0;
+  bool post_batching_ = true;
+  std::vector<IbvQp*> queued_qps_;  // QPs with WRs queued for the next doorbell
 };
 
 // A node of another process: only its identity and port are known here.
