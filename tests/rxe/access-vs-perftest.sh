@@ -29,9 +29,12 @@ RUNS=${RXE_CMP_RUNS:-3}
 # build's overhead (ASan: about 3.5x perftest's latency here) is not ours.
 ROOT=$(cd "$HERE/../.." && pwd)
 D=${RXE_DMBENCH:-$B/cli/dmbench}
-if [ -z "${RXE_DMBENCH:-}" ] && [ -x "$ROOT/build/release/cli/dmbench" ] &&
-   [ "$ROOT/build/release/cli/dmbench" -nt "$ROOT/fabric/ibv/ibv_runtime.cc" ]; then
-  D=$ROOT/build/release/cli/dmbench
+# Not when any ibv source is newer than it: a stale binary measures old code.
+R=$ROOT/build/release/cli/dmbench
+if [ -z "${RXE_DMBENCH:-}" ] && [ -x "$R" ] &&
+   [ -z "$(find "$ROOT/fabric" "$ROOT/systems" "$ROOT/microbench" "$ROOT/cli" \
+      \( -name '*.cc' -o -name '*.h' \) -newer "$R" -print -quit)" ]; then
+  D=$R
 fi
 echo "access-vs-perftest: using $D, $RUNS interleaved rounds"
 num() { grep -o "\"$1\": [0-9.]*" "$2" | head -1 | awk '{print $2}'; }
