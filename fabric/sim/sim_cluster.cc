@@ -1,5 +1,6 @@
 #include "fabric/sim/sim_cluster.h"
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <stdexcept>
@@ -68,11 +69,20 @@ void SimCq::AddWaiter(Waiter* w) {
   waiters_tail_ = w;
 }
 
-void SimCq::AddWaitingQp(SimQp* qp, uint64_t count) { waiting_qps_.emplace_back(qp, count); }
+void SimCq::AddWaitingQp(SimQp* qp, uint64_t count) {
+  waiting_qps_.emplace_back(qp, count);
+  qp->waiting_on_cqs_.push_back(num_);
+}
 
 void SimCq::RemoveWaitingQp(const SimQp* qp) {
   std::erase_if(waiting_qps_, [qp](const auto& w) { return w.first == qp; });
 }
+
+namespace {
+void EraseOne(std::vector<uint32_t>* v, uint32_t x) {
+  if (auto it = std::find(v->begin(), v->end(), x); it != v->end()) v->erase(it);
+}
+}  // namespace
 
 void SimCq::Deliver(const fabric::WorkCompletion& wc) {
   ++total_;
@@ -97,6 +107,7 @@ void SimCq::Deliver(const fabric::WorkCompletion& wc) {
         SimQp* qp = waiting_qps_[i].first;
         waiting_qps_[i] = waiting_qps_.back();
         waiting_qps_.pop_back();
+        EraseOne(&qp->waiting_on_cqs_, num_);
         // Every CQE reaches host memory over PCIe; the RNIC, which counts
         // the CQ, saw it one PCIe hop before it landed (now).
         Rnic::ReleaseWait(qp, sim.now() - node_->cluster()->timing().pcie_oneway);
@@ -454,9 +465,10 @@ void SimNode::DestroyQp(fabric::Qp* qp) {
   // RESET drops every outstanding WR without a completion; events still in
   // flight find the epoch changed and drop themselves (no memory effects).
   if (q->state_ != QpState::kReset) q->Modify(QpState::kReset);
-  for (auto& cq : cqs_) {
-    if (cq) cq->RemoveWaitingQp(q);
+  for (uint32_t num : q->waiting_on_cqs_) {
+    if (SimCq* cq = CqByNum(num)) cq->RemoveWaitingQp(q);
   }
+  q->waiting_on_cqs_.clear();
   --q->send_cq_->users_;
   --q->recv_cq_->users_;
   q->wq_mr_->valid_ = false;  // the driver's registration of the rings goes with them

@@ -249,6 +249,9 @@ class SimQp : public fabric::Qp {
   Block block_ = Block::kNone;
   bool waited_ = false;  // a WAIT stalled: fetch the next WQE again
   Ps wait_seen_at_ = 0;  // when the RNIC saw the CQE that released it
+  // CQs whose waiting list holds this QP (a WAIT short of its count): the
+  // ones DestroyQp must take it off, without walking every CQ ever made.
+  std::vector<uint32_t> waiting_on_cqs_;
   uint32_t outstanding_rd_atomic_ = 0;
   Op* fifo_head_ = nullptr;  // started, not yet retired
   Op* fifo_tail_ = nullptr;
