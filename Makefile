@@ -36,7 +36,7 @@
 DEB_PACKAGES := build-essential cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev \
                 libyaml-cpp-dev libcli11-dev libfmt-dev clang-format libibverbs-dev \
                 python3 python3-matplotlib python3-pandas flake8 clang-tidy \
-                ansible ansible-lint openssh-server
+                ansible ansible-lint openssh-server libtcmalloc-minimal4
 
 PRESET ?= dev
 JOBS ?= $(shell nproc)
