@@ -850,7 +850,7 @@ void OsmwCn::EndRenewal(Pair& p) {
 // Salvaged grants are held from the moment the renewal returns, before
 // their allocations resume: a free chain renewal meanwhile moves their MW 0.
 void OsmwCn::Salvage(Pair& p, AllocClient& old, std::vector<AllocGrant> grants) {
-  for (const AllocGrant& a : grants) pair_of_handle_.emplace(a.handle, &p);
+  for (const AllocGrant& a : grants) pair_of_handle_[a.handle].push_back(&p);
   old.Salvage(std::move(grants));
 }
 
@@ -864,21 +864,20 @@ Result<Chunk> OsmwCn::ChunkOf(AccessGroup& g, const AllocGrant& a) const {
 }
 
 Result<Chunk> OsmwCn::GrantedChunk(AccessGroup& g, Pair& p, const AllocGrant& a) {
-  pair_of_handle_.emplace(a.handle, &p);
+  pair_of_handle_[a.handle].push_back(&p);
   return ChunkOf(g, a);
 }
 
 Task<Status> OsmwCn::Free(AccessGroup& g, const Chunk& c) {
   auto it = pair_of_handle_.find(c.id);
   // A handle this CN was not granted still goes to the chain, which refuses it.
-  Pair& p = it != pair_of_handle_.end() ? *it->second : PairFor(g);
+  Pair& p = it != pair_of_handle_.end() ? *it->second.front() : PairFor(g);
   auto release = [this, &c, &p] {
-    for (auto [at, end] = pair_of_handle_.equal_range(c.id); at != end; ++at) {
-      if (at->second == &p) {
-        pair_of_handle_.erase(at);
-        return;
-      }
-    }
+    auto held = pair_of_handle_.find(c.id);
+    if (held == pair_of_handle_.end()) return;
+    std::vector<Pair*>& holds = held->second;
+    if (auto at = std::find(holds.begin(), holds.end(), &p); at != holds.end()) holds.erase(at);
+    if (holds.empty()) pair_of_handle_.erase(held);
   };
   // Frees overlap on the pair's Free QP (up to alloc_lanes in flight). A
   // refused free kills the chain; the frees behind it were flushed and are
@@ -939,9 +938,12 @@ Task<Status> OsmwCn::RenewFreeChain(Pair& p) {
   // Named after the stopped clients' last callers have recorded what they
   // got (they resume before this CPU work ends).
   std::vector<uint64_t> held;
-  for (const auto& [h, hp] : pair_of_handle_) {
-    if (hp == &p) held.push_back(h);
+  for (const auto& [h, holds] : pair_of_handle_) {
+    for (const Pair* hp : holds) {
+      if (hp == &p) held.push_back(h);
+    }
   }
+  std::sort(held.begin(), held.end());  // in handle order, as the MN has always been told
   const Status renewed = co_await Mn().RenewFree(p.id, free->qps(), alloc->qp(), std::move(held),
                                                  &alloc_settle, &free_settle);
   Salvage(p, *old_alloc, std::move(alloc_settle.salvaged));

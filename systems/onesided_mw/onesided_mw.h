@@ -112,6 +112,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "systems/common/cn_base.h"
@@ -373,7 +374,9 @@ class OsmwCn : public CnBase {
   std::map<const AccessGroup*, Pair*> group_pair_;
   // Handles held, once per hold (a handle being freed may come back to the
   // CN before that free's reply: it is then held twice), and their pair.
-  std::multimap<uint64_t, Pair*> pair_of_handle_;
+  // Hashed (a figure-6 run holds a million, and every free looks one up);
+  // a handle's holds in the order they were granted.
+  std::unordered_map<uint64_t, std::vector<Pair*>> pair_of_handle_;
   size_t next_group_ = 0;
   CoMutex setup_lock_;
   fabric::Mr* notice_mr_ = nullptr;
