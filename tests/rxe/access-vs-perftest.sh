@@ -29,7 +29,7 @@ RUNS=${RXE_CMP_RUNS:-3}
 # build's overhead (ASan: about 3.5x perftest's latency here) is not ours.
 ROOT=$(cd "$HERE/../.." && pwd)
 D=${RXE_DMBENCH:-$B/cli/dmbench}
-# Not when any ibv source is newer than it: a stale binary measures old code.
+# Not when any source it builds from is newer: a stale binary measures old code.
 R=$ROOT/build/release/cli/dmbench
 if [ -z "${RXE_DMBENCH:-}" ] && [ -x "$R" ] &&
    [ -z "$(find "$ROOT/fabric" "$ROOT/systems" "$ROOT/microbench" "$ROOT/cli" \
