@@ -5,9 +5,9 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
+#include "apps/kvstore/key_gen.h"
 #include "apps/kvstore/kv_client.h"
 #include "apps/kvstore/mt64.h"
 #include "apps/kvstore/race_index.h"
@@ -21,8 +21,6 @@ namespace {
 using systems::ConfigError;
 using systems::Status;
 
-constexpr char kAlphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-
 // Deterministic per-partition stream (std::mt19937_64's output, which the
 // standard fixes; distributions are not fixed, so none is used).
 Mt64 Stream(uint64_t seed, uint32_t partition, uint64_t purpose) {
@@ -33,34 +31,6 @@ Mt64 Stream(uint64_t seed, uint32_t partition, uint64_t purpose) {
 }
 
 uint64_t Below(Mt64& rng, uint64_t n) { return n ? rng() % n : 0; }
-
-// New keys of one partition, never repeated: random candidates until one
-// hashes into the partition (one in `partitions` does: 288 on six CNs x 48
-// threads, so the candidate loop is this run's hottest CPU work).
-class KeyGen {
- public:
-  KeyGen(const KvOptions& o, uint32_t partition, uint32_t key_bytes, uint64_t seed)
-      : partitions_(KvClient::Partitions(o)),
-        partition_(partition),
-        candidate_(key_bytes, '\0'),
-        rng_(Stream(seed, partition, 1)) {}
-  std::string Next() {
-    for (;;) {
-      for (auto& c : candidate_) c = kAlphabet[rng_() % (sizeof(kAlphabet) - 1)];
-      if (PartitionOfKey(candidate_, partitions_) == partition_ &&
-          seen_.insert(candidate_).second) {
-        return candidate_;
-      }
-    }
-  }
-
- private:
-  uint32_t partitions_;
-  uint32_t partition_;
-  std::string candidate_;
-  Mt64 rng_;
-  std::unordered_set<std::string> seen_;
-};
 
 struct Shared {
   harness::Testbed* tb = nullptr;
@@ -184,7 +154,7 @@ Task<void> TimedPut(Shared* sh, KvClient* kv, std::string* k, const std::string&
 Task<void> Client(Shared* sh, KvClient* kv, uint64_t share) {
   const KvWorkloadSpec& spec = *sh->spec;
   const uint32_t p = kv->partition();
-  KeyGen gen(sh->opts, p, spec.key_bytes, spec.seed);
+  KeyGen gen(KvClient::Partitions(sh->opts), p, spec.key_bytes, Stream(spec.seed, p, 1));
   Mt64 ops_rng = Stream(spec.seed, p, 2);
   const std::string value(ValueLength(spec), 'v');
   std::vector<std::string> inserted;

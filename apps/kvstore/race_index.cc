@@ -21,15 +21,14 @@ uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
 }
 
 uint64_t Fnv1a(std::string_view key) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : key) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
+  uint64_t h = kFnv1aBasis;
+  for (unsigned char c : key) h = Fnv1aStep(h, c);
   return h;
 }
 
 }  // namespace
+
+uint64_t FinishKeyHash(uint64_t fnv1a) { return Mix(fnv1a); }
 
 uint64_t Slot::Pack(uint8_t fp, uint64_t used_bytes, uint64_t addr) {
   const uint64_t units =

@@ -46,6 +46,11 @@ struct KeyHash {
   uint8_t fp = 0;
 };
 KeyHash HashKey(std::string_view key, uint32_t partitions, uint64_t buckets);
+// KeyHash::h in two steps, for a caller that hashes bytes as it makes them:
+// h = FinishKeyHash(Fnv1aStep(...Fnv1aStep(kFnv1aBasis, key[0])..., key[n-1])).
+inline constexpr uint64_t kFnv1aBasis = 0xcbf29ce484222325ull;
+inline uint64_t Fnv1aStep(uint64_t h, unsigned char c) { return (h ^ c) * 0x100000001b3ull; }
+uint64_t FinishKeyHash(uint64_t fnv1a);
 // HashKey(key, partitions, *).partition alone (a key generator tries one
 // candidate per partition for every key it keeps: this is its inner loop).
 uint32_t PartitionOfKey(std::string_view key, uint32_t partitions);
