@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <string>
 
 #include "fabric/node.h"
