@@ -2,7 +2,9 @@
 // std::mt19937_64 (the C++ standard fixes that sequence, so workloads keep
 // their keys), about 3x faster on this code's builds: libstdc++'s refill
 // branches on each word's low bit, which keeps GCC -O2 from vectorising it;
-// here that bit selects the twist constant by a mask.
+// here that bit selects the twist constant by a mask. Each refill also
+// tempers the block of outputs in one loop, which the compiler vectorises
+// (a figure-7 point draws 288 candidate keys of 16 words per key it keeps).
 //
 // Contract: Mt64(s)() yields std::mt19937_64(s)()'s values in order
 // (mt64_test checks 10^5 of them for several seeds). UniformRandomBitGenerator.
@@ -28,11 +30,7 @@ class Mt64 {
 
   result_type operator()() {
     if (i_ >= kN) Refill();
-    uint64_t z = x_[i_++];
-    z ^= (z >> 29) & 0x5555555555555555ull;
-    z ^= (z << 17) & 0x71D67FFFEDA60000ull;
-    z ^= (z << 37) & 0xFFF7EEE000000000ull;
-    return z ^ (z >> 43);
+    return out_[i_++];
   }
 
  private:
@@ -48,10 +46,18 @@ class Mt64 {
     for (int k = 0; k < kN - kM; ++k) x_[k] = Twist(x_[k], x_[k + 1], x_[k + kM]);
     for (int k = kN - kM; k < kN - 1; ++k) x_[k] = Twist(x_[k], x_[k + 1], x_[k + kM - kN]);
     x_[kN - 1] = Twist(x_[kN - 1], x_[0], x_[kM - 1]);
+    for (int k = 0; k < kN; ++k) out_[k] = Temper(x_[k]);
     i_ = 0;
+  }
+  static uint64_t Temper(uint64_t z) {
+    z ^= (z >> 29) & 0x5555555555555555ull;
+    z ^= (z << 17) & 0x71D67FFFEDA60000ull;
+    z ^= (z << 37) & 0xFFF7EEE000000000ull;
+    return z ^ (z >> 43);
   }
 
   uint64_t x_[kN];
+  uint64_t out_[kN];  // x_ tempered: the outputs, made in one loop per refill
   int i_ = kN;
 };
 
