@@ -1,11 +1,29 @@
 #include "apps/kvstore/key_gen.h"
 
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
 #include "apps/kvstore/race_index.h"
 
 namespace dmb::apps::kv {
 
+namespace {
+
+uint32_t CheckedPartitions(uint32_t partitions, uint32_t partition, uint32_t key_bytes) {
+  if (partitions == 0 || partition >= partitions || key_bytes == 0) {
+    throw std::invalid_argument("KeyGen: partition " + std::to_string(partition) + " of " +
+                                std::to_string(partitions) + ", " + std::to_string(key_bytes) +
+                                "-byte keys: needs partition < partitions and a key of a byte "
+                                "or more");
+  }
+  return partitions;
+}
+
+}  // namespace
+
 KeyGen::KeyGen(uint32_t partitions, uint32_t partition, uint32_t key_bytes, Mt64 rng)
-    : partitions_(partitions),
+    : partitions_(CheckedPartitions(partitions, partition, key_bytes)),
       partition_(partition),
       key_bytes_(key_bytes),
       rng_(rng),
@@ -45,9 +63,10 @@ bool KeyGen::Keep(std::string_view key, uint64_t h) {
   for (size_t s = h >> shift_;; s = (s + 1) & mask) {
     Slot& slot = table_[s];
     if (slot.key == 0) {
+      if (kept_ == UINT32_MAX) throw std::length_error("KeyGen: 2^32 - 1 keys a partition");
       arena_.append(key);
       slot = {h, ++kept_};
-      if (kept_ * 2 > table_.size()) Grow();
+      if (2ull * kept_ > table_.size()) Grow();
       return true;
     }
     if (slot.h == h && std::string_view(arena_).substr(

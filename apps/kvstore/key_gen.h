@@ -15,7 +15,9 @@
 //   heap string per key; a hash match compares the bytes, so it is exact.
 //
 // Contract: Next() returns, key for key, what the plain loop returns (see
-// key_gen_test); partition < partitions; key_bytes >= 1.
+// key_gen_test). partition < partitions and key_bytes >= 1, or the
+// constructor throws std::invalid_argument; at most 2^32 - 1 keys a
+// generator (std::length_error).
 #pragma once
 
 #include <array>

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 #include <unordered_set>
 
@@ -59,6 +60,14 @@ TEST(KeyGen, RefusesRepeatsWhenKeysRunShort) {
   KeyGen gen(1, 0, 2, Mt64(9));
   std::unordered_set<std::string> seen;
   for (int i = 0; i < 3844; ++i) ASSERT_TRUE(seen.insert(gen.Next()).second) << "key " << i;
+}
+
+TEST(KeyGen, RefusesAPartitionOutsideTheCountOrAnEmptyKey) {
+  EXPECT_THROW(KeyGen(0, 0, 16, Mt64(1)), std::invalid_argument);
+  EXPECT_THROW(KeyGen(24, 24, 16, Mt64(1)), std::invalid_argument);
+  EXPECT_THROW(KeyGen(24, 3, 0, Mt64(1)), std::invalid_argument);
+  KeyGen ok(24, 23, 8, Mt64(1));
+  EXPECT_EQ(ok.Next().size(), 8u);
 }
 
 }  // namespace
