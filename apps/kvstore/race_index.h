@@ -51,8 +51,8 @@ KeyHash HashKey(std::string_view key, uint32_t partitions, uint64_t buckets);
 inline constexpr uint64_t kFnv1aBasis = 0xcbf29ce484222325ull;
 inline uint64_t Fnv1aStep(uint64_t h, unsigned char c) { return (h ^ c) * 0x100000001b3ull; }
 uint64_t FinishKeyHash(uint64_t fnv1a);
-// HashKey(key, partitions, *).partition alone (a key generator tries one
-// candidate per partition for every key it keeps: this is its inner loop).
+// HashKey(key, partitions, *).partition alone (KeyGen computes the same from
+// FinishKeyHash, for a batch of candidates at once).
 uint32_t PartitionOfKey(std::string_view key, uint32_t partitions);
 
 enum class CommitMode : uint8_t { kCas, kWrite };
