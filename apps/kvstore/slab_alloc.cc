@@ -69,17 +69,9 @@ Task<systems::Result<Block>> SlabAllocator::Alloc(uint64_t bytes) {
       out.status = r.status;
       co_return out;
     }
-    auto s = std::make_unique<Slab>();
-    s->chunk = r.value;
-    s->size_class = static_cast<uint32_t>(cls);
-    s->block_bytes = classes_[cls];
-    s->blocks = static_cast<uint32_t>(s->chunk.bytes / s->block_bytes);
-    s->in_use.assign(s->blocks, false);
-    for (uint32_t b = s->blocks; b-- > 0;) s->free_list.push_back(b);
+    std::unique_ptr<Slab> s = MakeSlab(r.value, static_cast<uint32_t>(cls));
     avail.insert(s->chunk.addr);
-    if (s->chunk.bytes != stats_.granularity_bytes) irregular_ = true;
-    if (!irregular_) by_quotient_[s->chunk.addr / stats_.granularity_bytes] = s.get();
-    slabs_[s->chunk.addr] = std::move(s);
+    Keep(std::move(s));
     ++stats_.chunks_allocated;
     ++stats_.chunks_held;
     stats_.peak_chunks_held = std::max(stats_.peak_chunks_held, stats_.chunks_held);
@@ -95,21 +87,59 @@ Task<systems::Result<Block>> SlabAllocator::Alloc(uint64_t bytes) {
   co_return out;
 }
 
+std::unique_ptr<Slab> SlabAllocator::MakeSlab(const systems::Chunk& chunk, uint32_t cls) {
+  std::unique_ptr<Slab> s;
+  if (spare_.empty()) {
+    s = std::make_unique<Slab>();
+  } else {
+    s = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  s->chunk = chunk;
+  s->size_class = cls;
+  s->block_bytes = classes_[cls];
+  s->blocks = static_cast<uint32_t>(chunk.bytes / s->block_bytes);
+  s->in_use.assign(s->blocks, false);
+  s->free_list.clear();
+  for (uint32_t b = s->blocks; b-- > 0;) s->free_list.push_back(b);
+  return s;
+}
+
+void SlabAllocator::Keep(std::unique_ptr<Slab> s) {
+  if (!irregular_ && s->chunk.bytes != stats_.granularity_bytes) {
+    irregular_ = true;
+    for (auto& [q, held] : by_quotient_) by_addr_[held->chunk.addr] = std::move(held);
+    by_quotient_.clear();
+  }
+  if (irregular_) {
+    by_addr_[s->chunk.addr] = std::move(s);
+  } else {
+    by_quotient_[s->chunk.addr / stats_.granularity_bytes] = std::move(s);
+  }
+}
+
 Slab* SlabAllocator::SlabAt(uint64_t chunk_addr) const {
-  if (irregular_) return slabs_.at(chunk_addr).get();
-  return by_quotient_.at(chunk_addr / stats_.granularity_bytes);
+  if (irregular_) return by_addr_.at(chunk_addr).get();
+  return by_quotient_.at(chunk_addr / stats_.granularity_bytes).get();
 }
 
 void SlabAllocator::Forget(const Slab& s) {
-  if (!irregular_) by_quotient_.erase(s.chunk.addr / stats_.granularity_bytes);
-  slabs_.erase(s.chunk.addr);
+  if (irregular_) {
+    auto it = by_addr_.find(s.chunk.addr);
+    spare_.push_back(std::move(it->second));
+    by_addr_.erase(it);
+  } else {
+    auto it = by_quotient_.find(s.chunk.addr / stats_.granularity_bytes);
+    spare_.push_back(std::move(it->second));
+    by_quotient_.erase(it);
+  }
 }
 
 Slab* SlabAllocator::SlabOf(uint64_t addr) const {
   Slab* s = nullptr;
   if (irregular_) {
-    auto it = slabs_.upper_bound(addr);
-    if (it == slabs_.begin()) return nullptr;
+    auto it = by_addr_.upper_bound(addr);
+    if (it == by_addr_.begin()) return nullptr;
     s = std::prev(it)->second.get();
   } else {
     const uint64_t q = addr / stats_.granularity_bytes;
@@ -119,7 +149,7 @@ Slab* SlabAllocator::SlabOf(uint64_t addr) const {
       it = by_quotient_.find(q - 1);
       if (it == by_quotient_.end()) return nullptr;
     }
-    s = it->second;
+    s = it->second.get();
   }
   if (addr < s->chunk.addr) return nullptr;
   if (addr - s->chunk.addr >= static_cast<uint64_t>(s->blocks) * s->block_bytes) return nullptr;
@@ -156,18 +186,20 @@ Task<Status> SlabAllocator::Free(uint64_t addr) {
 }
 
 Task<Status> SlabAllocator::ReleaseAll() {
+  // In chunk address order, as the MN saw it before by_quotient_ existed.
+  for (auto& [q, held] : by_quotient_) by_addr_[held->chunk.addr] = std::move(held);
+  by_quotient_.clear();
   Status first;
-  while (!slabs_.empty()) {
-    auto it = slabs_.begin();
+  while (!by_addr_.empty()) {
+    auto it = by_addr_.begin();
     Status st = co_await cn_.Free(group_, it->second->chunk);
     if (!st.ok() && first.ok()) first = st;
     if (st.ok()) {
       ++stats_.chunks_returned;
       --stats_.chunks_held;
     }
-    slabs_.erase(it);
+    by_addr_.erase(it);
   }
-  by_quotient_.clear();
   for (auto& s : with_free_) s.clear();
   stats_.blocks_in_use = 0;
   co_return first;

@@ -86,18 +86,29 @@ class SlabAllocator {
   Slab* SlabOf(uint64_t addr) const;
   // The slab whose chunk starts at `chunk_addr` (it must exist).
   Slab* SlabAt(uint64_t chunk_addr) const;
+  // A slab for `chunk` of class `cls`, all its blocks free: a spare one
+  // reused (its vectors keep their capacity), else a new one.
+  std::unique_ptr<Slab> MakeSlab(const systems::Chunk& chunk, uint32_t cls);
+  // Takes ownership of `s` and indexes it by its chunk's address.
+  void Keep(std::unique_ptr<Slab> s);
+  // Drops `s` from the index; it becomes a spare.
   void Forget(const Slab& s);
 
   systems::CnSide& cn_;
   systems::AccessGroup& group_;
   std::vector<uint32_t> classes_;
-  std::map<uint64_t, std::unique_ptr<Slab>> slabs_;  // by chunk address
-  // The same slabs by chunk address / granularity: chunks of one size never
-  // share that quotient, and a block lies in the chunk of its own quotient or
-  // the one below (O(1) where slabs_ costs a tree walk per lookup). Unused
-  // when a chunk is not of the granularity's size (irregular_).
-  std::unordered_map<uint64_t, Slab*> by_quotient_;
+  // Every slab, owned by one of two indexes. While every chunk has the
+  // granularity's size, by_quotient_ holds them by chunk address /
+  // granularity: chunks of one size never share that quotient, and a block
+  // lies in the chunk of its own quotient or the one below (O(1), where an
+  // ordered map costs a tree walk per lookup and per chunk returned: with a
+  // 4 KB block per 4 KB chunk, a million of each at the paper's scale).
+  // From the first chunk of another size on (irregular_), by_addr_ holds them
+  // all, ordered by chunk address.
+  std::unordered_map<uint64_t, std::unique_ptr<Slab>> by_quotient_;
+  std::map<uint64_t, std::unique_ptr<Slab>> by_addr_;
   bool irregular_ = false;
+  std::vector<std::unique_ptr<Slab>> spare_;   // slabs whose chunks went back
   std::vector<std::set<uint64_t>> with_free_;  // per class: chunk addresses
   SlabStats stats_;
 };

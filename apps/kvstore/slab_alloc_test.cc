@@ -1,6 +1,7 @@
 // SlabAllocator's address lookups (Find, Free) on chunks that are not aligned
 // to their size, and on chunks of another size than the approach's granularity
-// (the ordered-map fallback): both must find exactly the blocks in use.
+// (the ordered-map fallback): both must find exactly the blocks in use; and
+// the change from one index to the other, and slabs reused for new chunks.
 #include "apps/kvstore/slab_alloc.h"
 
 #include <gtest/gtest.h>
@@ -47,10 +48,11 @@ class FakeCn : public systems::CnSide {
   Task<Status> Extend(systems::Lane&, Chunk&) override { co_return Status::Ok(); }
   Task<Status> RecoverLane(systems::Lane&) override { co_return Status::Ok(); }
   std::vector<uint64_t> freed;
+  uint64_t chunk_bytes_;  // of the next chunk handed out
 
  private:
   systems::Capabilities caps_;
-  uint64_t chunk_bytes_, base_, stride_;
+  uint64_t base_, stride_;
   uint64_t next_ = 0;
 };
 
@@ -120,6 +122,50 @@ INSTANTIATE_TEST_SUITE_P(Layouts, SlabLookup,
                                            Layout{"chunks_larger_than_granularity", 2048, 8192,
                                                   (1 << 20) + 512, 3 * 8192}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Chunks of the granularity's size first, then one larger: the blocks of the
+// earlier chunks are still found and freed once the index changes to the
+// ordered map, and a chunk that went back is not found again.
+TEST(SlabAllocator, KeepsEarlierChunksWhenALargerChunkArrives) {
+  FakeCn cn(4096, 4096, 1 << 20, 16384);
+  systems::AccessGroup group(0, nullptr, 0, 0);
+  SlabAllocator a(cn, group, {1024, 4096});
+  std::vector<uint64_t> small;
+  for (int i = 0; i < 8; ++i) small.push_back(Await(a.Alloc(1000)).value.addr());  // chunks 0, 1
+  cn.chunk_bytes_ = 8192;
+  Result<Block> big = Await(a.Alloc(4096));  // chunk 2: the allocator becomes irregular
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big.value.addr(), (1u << 20) + 2 * 16384);
+  for (uint64_t addr : small) EXPECT_NE(a.Find(addr), nullptr) << addr;
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(Await(a.Free(small[i])).ok());
+  EXPECT_EQ(cn.freed, std::vector<uint64_t>{1u << 20});
+  EXPECT_EQ(a.Find(small[0]), nullptr);
+  EXPECT_NE(a.Find(small[4]), nullptr);
+  EXPECT_NE(a.Find(big.value.addr()), nullptr);
+}
+
+// A slab whose chunk went back is reused for the next chunk, of another
+// class: it must carry that class's block size and count, every block free.
+TEST(SlabAllocator, ReusedSlabTakesTheNewChunksClass) {
+  FakeCn cn(4096, 4096, 1 << 20, 4096);
+  systems::AccessGroup group(0, nullptr, 0, 0);
+  SlabAllocator a(cn, group, {1024, 2048});
+  std::vector<uint64_t> first;
+  for (int i = 0; i < 4; ++i) first.push_back(Await(a.Alloc(1000)).value.addr());
+  for (uint64_t addr : first) ASSERT_TRUE(Await(a.Free(addr)).ok());
+  ASSERT_EQ(cn.freed.size(), 1u);
+  Result<Block> x = Await(a.Alloc(2000));
+  Result<Block> y = Await(a.Alloc(2000));
+  Result<Block> z = Await(a.Alloc(2000));
+  ASSERT_TRUE(x.ok() && y.ok() && z.ok());
+  EXPECT_EQ(x.value.slab->block_bytes, 2048u);
+  EXPECT_EQ(x.value.slab->blocks, 2u);
+  EXPECT_EQ(x.value.slab, y.value.slab);
+  EXPECT_NE(z.value.slab, x.value.slab);  // the chunk held two blocks only
+  EXPECT_EQ(y.value.addr(), x.value.addr() + 2048);
+  EXPECT_EQ(a.Find(x.value.addr() + 1024), nullptr);  // not a 2 KB block's start
+  EXPECT_EQ(a.stats().chunks_allocated, 3u);
+}
 
 }  // namespace
 }  // namespace dmb::apps::kv
