@@ -1,6 +1,7 @@
 #include "apps/kvstore/slab_alloc.h"
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <string>
 
@@ -62,37 +63,37 @@ Task<systems::Result<Block>> SlabAllocator::Alloc(uint64_t bytes) {
                                        systems::FormatSize(stats_.granularity_bytes) + ")");
     co_return out;
   }
-  std::set<uint64_t>& avail = with_free_[cls];
-  if (avail.empty()) {
+  Slab* s = FirstWithFree(static_cast<uint32_t>(cls));
+  if (!s) {
     auto r = co_await cn_.Alloc(group_);
     if (!r.ok()) {
       out.status = r.status;
       co_return out;
     }
-    std::unique_ptr<Slab> s = MakeSlab(r.value, static_cast<uint32_t>(cls));
-    avail.insert(s->chunk.addr);
-    Keep(std::move(s));
+    s = MakeSlab(r.value, static_cast<uint32_t>(cls));
+    AddWithFree(*s);
     ++stats_.chunks_allocated;
     ++stats_.chunks_held;
     stats_.peak_chunks_held = std::max(stats_.peak_chunks_held, stats_.chunks_held);
+    // A block freed meanwhile (by another coroutine of this thread) in a
+    // lower chunk goes first, as it would have without the wait.
+    s = FirstWithFree(static_cast<uint32_t>(cls));
   }
-  Slab* s = SlabAt(*avail.begin());
   const uint32_t b = s->free_list.back();
   s->free_list.pop_back();
   s->in_use[b] = true;
-  if (s->free_list.empty()) avail.erase(s->chunk.addr);
   ++stats_.blocks_in_use;
   out.value.slab = s;
   out.value.offset = static_cast<uint64_t>(b) * s->block_bytes;
   co_return out;
 }
 
-std::unique_ptr<Slab> SlabAllocator::MakeSlab(const systems::Chunk& chunk, uint32_t cls) {
-  std::unique_ptr<Slab> s;
+Slab* SlabAllocator::MakeSlab(const systems::Chunk& chunk, uint32_t cls) {
+  Slab* s;
   if (spare_.empty()) {
-    s = std::make_unique<Slab>();
+    s = &store_.emplace_back();
   } else {
-    s = std::move(spare_.back());
+    s = spare_.back();
     spare_.pop_back();
   }
   s->chunk = chunk;
@@ -102,37 +103,64 @@ std::unique_ptr<Slab> SlabAllocator::MakeSlab(const systems::Chunk& chunk, uint3
   s->in_use.assign(s->blocks, false);
   s->free_list.clear();
   for (uint32_t b = s->blocks; b-- > 0;) s->free_list.push_back(b);
+  if (!irregular_ && chunk.bytes != stats_.granularity_bytes) {
+    irregular_ = true;
+    by_quotient_.ForEach([&](uint64_t, Slab* held) { by_addr_[held->chunk.addr] = held; });
+    by_quotient_.Clear();
+  }
+  if (irregular_) {
+    by_addr_[chunk.addr] = s;
+  } else {
+    by_quotient_.Put(chunk.addr / stats_.granularity_bytes, s);
+  }
   return s;
 }
 
-void SlabAllocator::Keep(std::unique_ptr<Slab> s) {
-  if (!irregular_ && s->chunk.bytes != stats_.granularity_bytes) {
-    irregular_ = true;
-    for (auto& [q, held] : by_quotient_) by_addr_[held->chunk.addr] = std::move(held);
-    by_quotient_.clear();
-  }
-  if (irregular_) {
-    by_addr_[s->chunk.addr] = std::move(s);
-  } else {
-    by_quotient_[s->chunk.addr / stats_.granularity_bytes] = std::move(s);
-  }
-}
-
 Slab* SlabAllocator::SlabAt(uint64_t chunk_addr) const {
-  if (irregular_) return by_addr_.at(chunk_addr).get();
-  return by_quotient_.at(chunk_addr / stats_.granularity_bytes).get();
+  Slab* s = nullptr;
+  if (irregular_) {
+    auto it = by_addr_.find(chunk_addr);
+    if (it != by_addr_.end()) s = it->second;
+  } else {
+    s = by_quotient_.Find(chunk_addr / stats_.granularity_bytes);
+  }
+  return s && s->chunk.addr == chunk_addr ? s : nullptr;
 }
 
-void SlabAllocator::Forget(const Slab& s) {
+void SlabAllocator::Forget(Slab& s) {
   if (irregular_) {
-    auto it = by_addr_.find(s.chunk.addr);
-    spare_.push_back(std::move(it->second));
-    by_addr_.erase(it);
+    by_addr_.erase(s.chunk.addr);
   } else {
-    auto it = by_quotient_.find(s.chunk.addr / stats_.granularity_bytes);
-    spare_.push_back(std::move(it->second));
-    by_quotient_.erase(it);
+    by_quotient_.Erase(s.chunk.addr / stats_.granularity_bytes);
   }
+  spare_.push_back(&s);
+}
+
+Slab* SlabAllocator::FirstWithFree(uint32_t cls) {
+  std::vector<uint64_t>& heap = with_free_[cls];
+  while (!heap.empty()) {
+    Slab* s = SlabAt(heap.front());
+    if (s && s->size_class == cls && !s->free_list.empty()) return s;
+    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+    heap.pop_back();
+  }
+  return nullptr;
+}
+
+void SlabAllocator::AddWithFree(const Slab& s) {
+  std::vector<uint64_t>& heap = with_free_[s.size_class];
+  if (heap.size() >= 2 * stats_.chunks_held + 64) {  // mostly stale: keep the live, once each
+    std::vector<uint64_t> live;
+    for (uint64_t a : heap) {
+      const Slab* h = SlabAt(a);
+      if (h && h->size_class == s.size_class && !h->free_list.empty()) live.push_back(a);
+    }
+    std::sort(live.begin(), live.end());
+    live.erase(std::unique(live.begin(), live.end()), live.end());
+    heap = std::move(live);  // ascending: already a min-heap
+  }
+  heap.push_back(s.chunk.addr);
+  std::push_heap(heap.begin(), heap.end(), std::greater<>());
 }
 
 Slab* SlabAllocator::SlabOf(uint64_t addr) const {
@@ -140,16 +168,15 @@ Slab* SlabAllocator::SlabOf(uint64_t addr) const {
   if (irregular_) {
     auto it = by_addr_.upper_bound(addr);
     if (it == by_addr_.begin()) return nullptr;
-    s = std::prev(it)->second.get();
+    s = std::prev(it)->second;
   } else {
     const uint64_t q = addr / stats_.granularity_bytes;
-    auto it = by_quotient_.find(q);
-    if (it == by_quotient_.end() || it->second->chunk.addr > addr) {
+    s = by_quotient_.Find(q);
+    if (!s || s->chunk.addr > addr) {
       if (q == 0) return nullptr;
-      it = by_quotient_.find(q - 1);
-      if (it == by_quotient_.end()) return nullptr;
+      s = by_quotient_.Find(q - 1);
+      if (!s) return nullptr;
     }
-    s = it->second.get();
   }
   if (addr < s->chunk.addr) return nullptr;
   if (addr - s->chunk.addr >= static_cast<uint64_t>(s->blocks) * s->block_bytes) return nullptr;
@@ -173,12 +200,10 @@ Task<Status> SlabAllocator::Free(uint64_t addr) {
   s->in_use[b] = false;
   s->free_list.push_back(b);
   --stats_.blocks_in_use;
-  // A slab is in with_free_ exactly while its free list is not empty.
-  if (s->free_list.size() == 1) with_free_[s->size_class].insert(s->chunk.addr);
+  if (s->free_list.size() == 1) AddWithFree(*s);
   if (s->free_list.size() < s->blocks) co_return Status::Ok();
   Status st = co_await cn_.Free(group_, s->chunk);
   if (!st.ok()) co_return st;
-  with_free_[s->size_class].erase(s->chunk.addr);
   Forget(*s);
   ++stats_.chunks_returned;
   --stats_.chunks_held;
@@ -187,8 +212,8 @@ Task<Status> SlabAllocator::Free(uint64_t addr) {
 
 Task<Status> SlabAllocator::ReleaseAll() {
   // In chunk address order, as the MN saw it before by_quotient_ existed.
-  for (auto& [q, held] : by_quotient_) by_addr_[held->chunk.addr] = std::move(held);
-  by_quotient_.clear();
+  by_quotient_.ForEach([&](uint64_t, Slab* held) { by_addr_[held->chunk.addr] = held; });
+  by_quotient_.Clear();
   Status first;
   while (!by_addr_.empty()) {
     auto it = by_addr_.begin();
@@ -198,9 +223,10 @@ Task<Status> SlabAllocator::ReleaseAll() {
       ++stats_.chunks_returned;
       --stats_.chunks_held;
     }
+    spare_.push_back(it->second);
     by_addr_.erase(it);
   }
-  for (auto& s : with_free_) s.clear();
+  for (auto& h : with_free_) h.clear();
   stats_.blocks_in_use = 0;
   co_return first;
 }

@@ -13,12 +13,11 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
-#include <memory>
-#include <set>
-#include <unordered_map>
 #include <vector>
 
+#include "apps/kvstore/u64_map.h"
 #include "systems/memory_manager.h"
 
 namespace dmb::apps::kv {
@@ -84,32 +83,43 @@ class SlabAllocator {
 
  private:
   Slab* SlabOf(uint64_t addr) const;
-  // The slab whose chunk starts at `chunk_addr` (it must exist).
+  // The slab whose chunk starts at `chunk_addr`, or nullptr.
   Slab* SlabAt(uint64_t chunk_addr) const;
-  // A slab for `chunk` of class `cls`, all its blocks free: a spare one
-  // reused (its vectors keep their capacity), else a new one.
-  std::unique_ptr<Slab> MakeSlab(const systems::Chunk& chunk, uint32_t cls);
-  // Takes ownership of `s` and indexes it by its chunk's address.
-  void Keep(std::unique_ptr<Slab> s);
+  // A slab for `chunk` of class `cls`, all its blocks free, indexed by its
+  // chunk's address: a spare one reused (its vectors keep their capacity),
+  // else a new one.
+  Slab* MakeSlab(const systems::Chunk& chunk, uint32_t cls);
   // Drops `s` from the index; it becomes a spare.
-  void Forget(const Slab& s);
+  void Forget(Slab& s);
+  // The class's slab of lowest chunk address with a free block, or nullptr.
+  Slab* FirstWithFree(uint32_t cls);
+  // `s` has just got its first free block.
+  void AddWithFree(const Slab& s);
 
   systems::CnSide& cn_;
   systems::AccessGroup& group_;
   std::vector<uint32_t> classes_;
-  // Every slab, owned by one of two indexes. While every chunk has the
-  // granularity's size, by_quotient_ holds them by chunk address /
+  std::deque<Slab> store_;    // every slab ever made (stable addresses)
+  std::vector<Slab*> spare_;  // those whose chunks went back
+  // The slabs held, by one of two indexes. While every chunk has the
+  // granularity's size, by_quotient_ finds them by chunk address /
   // granularity: chunks of one size never share that quotient, and a block
   // lies in the chunk of its own quotient or the one below (O(1), where an
   // ordered map costs a tree walk per lookup and per chunk returned: with a
   // 4 KB block per 4 KB chunk, a million of each at the paper's scale).
   // From the first chunk of another size on (irregular_), by_addr_ holds them
   // all, ordered by chunk address.
-  std::unordered_map<uint64_t, std::unique_ptr<Slab>> by_quotient_;
-  std::map<uint64_t, std::unique_ptr<Slab>> by_addr_;
+  U64Map<Slab> by_quotient_;
+  std::map<uint64_t, Slab*> by_addr_;
   bool irregular_ = false;
-  std::vector<std::unique_ptr<Slab>> spare_;   // slabs whose chunks went back
-  std::vector<std::set<uint64_t>> with_free_;  // per class: chunk addresses
+  // Per class: a min-heap of the chunk addresses of its slabs with a free
+  // block, so that a block comes from the lowest such chunk. Entries are
+  // dropped lazily: one whose slab has since lost its free blocks, gone back
+  // or changed class is skipped when it reaches the top (FirstWithFree), and
+  // the heap is rebuilt once stale entries outnumber the slabs held. (An
+  // ordered set per class cost a tree rebalance per chunk filled or emptied:
+  // 4% of a 1M-key RPC-MW point with two 256 B blocks a chunk.)
+  std::vector<std::vector<uint64_t>> with_free_;
   SlabStats stats_;
 };
 

@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
 #include <vector>
 
 #include "fabric/sim/simulator.h"
@@ -165,6 +169,62 @@ TEST(SlabAllocator, ReusedSlabTakesTheNewChunksClass) {
   EXPECT_EQ(y.value.addr(), x.value.addr() + 2048);
   EXPECT_EQ(a.Find(x.value.addr() + 1024), nullptr);  // not a 2 KB block's start
   EXPECT_EQ(a.stats().chunks_allocated, 3u);
+}
+
+// Rounds of random frees and allocations over 60 chunks of four blocks: every
+// block handed out comes from the lowest-addressed chunk that has a free one
+// (its chunks' free-block heap drops stale entries lazily and is rebuilt when
+// they pile up), and a chunk whose blocks are all free goes back.
+TEST(SlabAllocator, HandsOutFromTheLowestChunkWithAFreeBlock) {
+  FakeCn cn(4096, 4096, 1 << 20, 4096);
+  systems::AccessGroup group(0, nullptr, 0, 0);
+  SlabAllocator a(cn, group, {1024});
+  std::map<uint64_t, std::set<uint64_t>> free_blocks;  // chunk -> its free blocks (model)
+  std::set<uint64_t> used;
+  auto alloc = [&] {
+    Result<Block> r = Await(a.Alloc(1000));
+    ASSERT_TRUE(r.ok()) << r.status.message();
+    const uint64_t addr = r.value.addr(), chunk = addr & ~4095ull;
+    if (free_blocks.empty()) {
+      free_blocks[chunk] = {chunk, chunk + 1024, chunk + 2048, chunk + 3072};  // a new chunk
+    }
+    ASSERT_EQ(chunk, free_blocks.begin()->first) << "not the lowest chunk with a free block";
+    ASSERT_EQ(free_blocks[chunk].erase(addr), 1u) << addr << " was not free";
+    if (free_blocks[chunk].empty()) free_blocks.erase(chunk);
+    used.insert(addr);
+  };
+  for (int i = 0; i < 240; ++i) alloc();
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 30; ++round) {
+    std::vector<uint64_t> v(used.begin(), used.end());
+    std::shuffle(v.begin(), v.end(), rng);
+    for (size_t i = 0; i < v.size() * 3 / 5; ++i) {
+      ASSERT_TRUE(Await(a.Free(v[i])).ok());
+      used.erase(v[i]);
+      const uint64_t chunk = v[i] & ~4095ull;
+      free_blocks[chunk].insert(v[i]);
+      if (free_blocks[chunk].size() == 4) free_blocks.erase(chunk);  // went back to the MN
+    }
+    while (used.size() < 240) alloc();
+  }
+  EXPECT_EQ(a.stats().blocks_in_use, 240u);
+  EXPECT_EQ(a.stats().chunks_held, a.stats().chunks_allocated - cn.freed.size());
+}
+
+// Chunk 0 keeps a free block while 99 higher chunks are emptied and go back:
+// their entries go stale behind chunk 0's and the heap is rebuilt (more stale
+// entries than 2 x chunks held + 64). Chunk 0's block must survive that.
+TEST(SlabAllocator, KeepsALowChunkWhenStaleEntriesAreDropped) {
+  FakeCn cn(4096, 4096, 1 << 20, 4096);
+  systems::AccessGroup group(0, nullptr, 0, 0);
+  SlabAllocator a(cn, group, {1024});
+  std::vector<uint64_t> blocks;
+  for (int i = 0; i < 400; ++i) blocks.push_back(Await(a.Alloc(1000)).value.addr());
+  ASSERT_TRUE(Await(a.Free(blocks[1])).ok());  // chunk 0 gets a free block
+  for (size_t i = 4; i < blocks.size(); ++i) ASSERT_TRUE(Await(a.Free(blocks[i])).ok());
+  EXPECT_EQ(cn.freed.size(), 99u);
+  EXPECT_EQ(Await(a.Alloc(1000)).value.addr(), blocks[1]);
+  EXPECT_EQ(Await(a.Alloc(1000)).value.addr(), (1u << 20) + 100 * 4096);  // a new chunk
 }
 
 }  // namespace
