@@ -70,6 +70,14 @@ Task<systems::Result<Block>> SlabAllocator::Alloc(uint64_t bytes) {
       out.status = r.status;
       co_return out;
     }
+    if (r.value.bytes < classes_[cls]) {  // not a block of the class: keep nothing
+      out.status = Status(Code::kUnsupported,
+                          "the MN gave a chunk of " + systems::FormatSize(r.value.bytes) +
+                              ", smaller than the " + systems::FormatSize(classes_[cls]) +
+                              " size class it was taken for");
+      (void)co_await cn_.Free(group_, r.value);
+      co_return out;
+    }
     s = MakeSlab(r.value, static_cast<uint32_t>(cls));
     AddWithFree(*s);
     ++stats_.chunks_allocated;
@@ -136,11 +144,15 @@ void SlabAllocator::Forget(Slab& s) {
   spare_.push_back(&s);
 }
 
+Slab* SlabAllocator::WithFreeAt(uint64_t chunk_addr, uint32_t cls) const {
+  Slab* s = SlabAt(chunk_addr);
+  return s && s->size_class == cls && !s->free_list.empty() ? s : nullptr;
+}
+
 Slab* SlabAllocator::FirstWithFree(uint32_t cls) {
   std::vector<uint64_t>& heap = with_free_[cls];
   while (!heap.empty()) {
-    Slab* s = SlabAt(heap.front());
-    if (s && s->size_class == cls && !s->free_list.empty()) return s;
+    if (Slab* s = WithFreeAt(heap.front(), cls)) return s;
     std::pop_heap(heap.begin(), heap.end(), std::greater<>());
     heap.pop_back();
   }
@@ -152,8 +164,7 @@ void SlabAllocator::AddWithFree(const Slab& s) {
   if (heap.size() >= 2 * stats_.chunks_held + 64) {  // mostly stale: keep the live, once each
     std::vector<uint64_t> live;
     for (uint64_t a : heap) {
-      const Slab* h = SlabAt(a);
-      if (h && h->size_class == s.size_class && !h->free_list.empty()) live.push_back(a);
+      if (WithFreeAt(a, s.size_class)) live.push_back(a);
     }
     std::sort(live.begin(), live.end());
     live.erase(std::unique(live.begin(), live.end()), live.end());

@@ -68,7 +68,8 @@ class SlabAllocator {
   int ClassFor(uint64_t bytes) const;
 
   // A block of the smallest class holding `bytes`: kUnsupported if no class
-  // does; the MemoryManager's status if a new chunk cannot be had.
+  // does, or if the new chunk the MN gave is smaller than the class (the
+  // chunk goes back); the MemoryManager's status if a new chunk cannot be had.
   Task<systems::Result<Block>> Alloc(uint64_t bytes);
   // Frees the block at MN address `addr`: kInvalidArgument if it is not a
   // block in use of this allocator; the MN's status if returning the then
@@ -91,6 +92,8 @@ class SlabAllocator {
   Slab* MakeSlab(const systems::Chunk& chunk, uint32_t cls);
   // Drops `s` from the index; it becomes a spare.
   void Forget(Slab& s);
+  // The slab at `chunk_addr` if it is of class `cls` and has a free block.
+  Slab* WithFreeAt(uint64_t chunk_addr, uint32_t cls) const;
   // The class's slab of lowest chunk address with a free block, or nullptr.
   Slab* FirstWithFree(uint32_t cls);
   // `s` has just got its first free block.

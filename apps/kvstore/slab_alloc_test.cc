@@ -227,5 +227,23 @@ TEST(SlabAllocator, KeepsALowChunkWhenStaleEntriesAreDropped) {
   EXPECT_EQ(Await(a.Alloc(1000)).value.addr(), (1u << 20) + 100 * 4096);  // a new chunk
 }
 
+// A chunk smaller than the class it was taken for holds no block: the
+// allocation fails naming both sizes, and the chunk goes back to the MN.
+TEST(SlabAllocator, RefusesAChunkSmallerThanTheClass) {
+  FakeCn cn(4096, 4096, 1 << 20, 4096);
+  systems::AccessGroup group(0, nullptr, 0, 0);
+  SlabAllocator a(cn, group, {1024, 4096});
+  cn.chunk_bytes_ = 2048;
+  Result<Block> r = Await(a.Alloc(3000));
+  EXPECT_EQ(r.status.code(), Code::kUnsupported);
+  EXPECT_NE(r.status.message().find("chunk of 2KB, smaller than the 4KB size class"),
+            std::string::npos)
+      << r.status.message();
+  EXPECT_EQ(cn.freed, std::vector<uint64_t>{1u << 20});
+  EXPECT_EQ(a.stats().chunks_held, 0u);
+  cn.chunk_bytes_ = 4096;
+  EXPECT_TRUE(Await(a.Alloc(3000)).ok());
+}
+
 }  // namespace
 }  // namespace dmb::apps::kv
