@@ -14,6 +14,11 @@
 //   bare_wr_per_s     the bare loop's
 //   model_over_bare   their ratio (1 = the model costs nothing over the loop)
 //   events_per_wr     the model's events per WR
+// The bare loop runs one event per WR, so even a model whose events cost no
+// more than the loop's would reach model_over_bare = 1 / events_per_wr at
+// most (0.25 for the ping-pong's 4 events a READ: start, arrival at the
+// responder, response at the requester, resume). The events cannot merge
+// while the trace hash folds each one (Simulator::Drain) and must not change.
 // JSON with --benchmark_format=json; `make bench` runs it into
 // results/simulator-speed/ and plots it (plots/simulator_speed.py).
 #include <benchmark/benchmark.h>
