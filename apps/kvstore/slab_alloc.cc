@@ -113,8 +113,7 @@ Slab* SlabAllocator::MakeSlab(const systems::Chunk& chunk, uint32_t cls) {
   for (uint32_t b = s->blocks; b-- > 0;) s->free_list.push_back(b);
   if (!irregular_ && chunk.bytes != stats_.granularity_bytes) {
     irregular_ = true;
-    by_quotient_.ForEach([&](uint64_t, Slab* held) { by_addr_[held->chunk.addr] = held; });
-    by_quotient_.Clear();
+    IndexByAddress();
   }
   if (irregular_) {
     by_addr_[chunk.addr] = s;
@@ -122,6 +121,11 @@ Slab* SlabAllocator::MakeSlab(const systems::Chunk& chunk, uint32_t cls) {
     by_quotient_.Put(chunk.addr / stats_.granularity_bytes, s);
   }
   return s;
+}
+
+void SlabAllocator::IndexByAddress() {
+  by_quotient_.ForEach([&](uint64_t, Slab* held) { by_addr_[held->chunk.addr] = held; });
+  by_quotient_.Clear();
 }
 
 Slab* SlabAllocator::SlabAt(uint64_t chunk_addr) const {
@@ -222,9 +226,7 @@ Task<Status> SlabAllocator::Free(uint64_t addr) {
 }
 
 Task<Status> SlabAllocator::ReleaseAll() {
-  // In chunk address order, as the MN saw it before by_quotient_ existed.
-  by_quotient_.ForEach([&](uint64_t, Slab* held) { by_addr_[held->chunk.addr] = held; });
-  by_quotient_.Clear();
+  IndexByAddress();  // chunks go back in address order
   Status first;
   while (!by_addr_.empty()) {
     auto it = by_addr_.begin();

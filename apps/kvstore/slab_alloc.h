@@ -90,6 +90,8 @@ class SlabAllocator {
   // chunk's address: a spare one reused (its vectors keep their capacity),
   // else a new one.
   Slab* MakeSlab(const systems::Chunk& chunk, uint32_t cls);
+  // Moves every slab from by_quotient_ into by_addr_.
+  void IndexByAddress();
   // Drops `s` from the index; it becomes a spare.
   void Forget(Slab& s);
   // The slab at `chunk_addr` if it is of class `cls` and has a free block.
@@ -119,7 +121,8 @@ class SlabAllocator {
   // block, so that a block comes from the lowest such chunk. Entries are
   // dropped lazily: one whose slab has since lost its free blocks, gone back
   // or changed class is skipped when it reaches the top (FirstWithFree), and
-  // the heap is rebuilt once stale entries outnumber the slabs held. (An
+  // the heap is rebuilt from its live entries once it holds 2 x the slabs
+  // held + 64 entries (AddWithFree). (An
   // ordered set per class cost a tree rebalance per chunk filled or emptied:
   // 4% of a 1M-key RPC-MW point with two 256 B blocks a chunk.)
   std::vector<std::vector<uint64_t>> with_free_;
