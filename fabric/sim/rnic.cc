@@ -111,17 +111,16 @@ WcStatus Rnic::CheckRemote(SimNode* n, SimQp* p, uint32_t rkey, uint64_t addr, u
   if (len == 0) return WcStatus::kSuccess;  // zero-length: no key check (IB spec)
   const uint32_t idx = rkey >> 8;
   const uint8_t key = rkey & 0xff;
-  if (idx == 0 || idx >= n->keys_.size()) return WcStatus::kRemAccessErr;
-  const auto& e = n->keys_[idx];
+  KeyTable::Entry* e = n->keys_.Find(idx);
+  if (!e) return WcStatus::kRemAccessErr;
   uint64_t base, size;
   uint32_t access;
   const fabric::Pd* pd;
-  if (e.mr) {
-    const SimMr* mr = e.mr;
+  if (e->mr) {
+    const SimMr* mr = e->mr;
     if (!mr->valid_ || (mr->key_ & 0xff) != key) return WcStatus::kRemAccessErr;
     base = mr->addr_, size = mr->length_, access = mr->access_, pd = mr->pd_;
-  } else if (e.mw) {
-    const SimMw* mw = e.mw;
+  } else if (const SimMw* mw = e->LiveMw()) {
     if (!mw->allocated_ || mw->key_ != key || mw->state_ != SimMw::State::kValid ||
         mw->length_ == 0) {
       return WcStatus::kRemAccessErr;
@@ -140,8 +139,9 @@ WcStatus Rnic::CheckRemote(SimNode* n, SimQp* p, uint32_t rkey, uint64_t addr, u
 WcStatus Rnic::CheckLocal(SimNode* n, SimQp* qp, const Sge& sge, bool write) {
   if (sge.length == 0) return WcStatus::kSuccess;
   const uint32_t idx = sge.lkey >> 8;
-  if (idx == 0 || idx >= n->keys_.size() || !n->keys_[idx].mr) return WcStatus::kLocProtErr;
-  const SimMr* mr = n->keys_[idx].mr;
+  const KeyTable::Entry* e = n->keys_.Find(idx);
+  const SimMr* mr = e ? e->mr : nullptr;
+  if (!mr) return WcStatus::kLocProtErr;
   if (!mr->valid_ || mr->key_ != sge.lkey || mr->pd_ != qp->pd_) return WcStatus::kLocProtErr;
   if (write && !(mr->access_ & Access::kLocalWrite)) return WcStatus::kLocProtErr;
   if (sge.addr < mr->addr_ || sge.length > mr->length_ ||
@@ -158,8 +158,9 @@ WcStatus Rnic::DoBind(SimQp* qp, const DecodedSendWqe& w) {
   const uint32_t mw_rkey = w.rkey;
   const uint32_t new_rkey = w.aux;
   const uint32_t idx = mw_rkey >> 8;
-  if (idx == 0 || idx >= n->keys_.size() || !n->keys_[idx].mw) return WcStatus::kMwBindErr;
-  SimMw* mw = n->keys_[idx].mw;
+  KeyTable::Entry* e = n->keys_.Find(idx);
+  SimMw* mw = e ? e->LiveMw() : nullptr;
+  if (!mw) return WcStatus::kMwBindErr;
   if (!mw->allocated_ || mw->rkey() != mw_rkey || (new_rkey >> 8) != idx) {
     return WcStatus::kMwBindErr;
   }
@@ -179,10 +180,9 @@ WcStatus Rnic::DoBind(SimQp* qp, const DecodedSendWqe& w) {
   SimMr* mr = nullptr;
   if (length > 0) {
     const uint32_t mr_idx = mr_lkey >> 8;
-    if (mr_idx == 0 || mr_idx >= n->keys_.size() || !n->keys_[mr_idx].mr) {
-      return WcStatus::kMwBindErr;
-    }
-    mr = n->keys_[mr_idx].mr;
+    const KeyTable::Entry* me = n->keys_.Find(mr_idx);
+    mr = me ? me->mr : nullptr;
+    if (!mr) return WcStatus::kMwBindErr;
     if (!mr->valid_ || mr->key_ != mr_lkey || mr->pd_ != qp->pd_) return WcStatus::kMwBindErr;
     if (!(mr->access_ & Access::kMwBind)) return WcStatus::kMwBindErr;
     if ((access & (Access::kRemoteWrite | Access::kRemoteAtomic)) &&
@@ -211,8 +211,9 @@ WcStatus Rnic::DoLocalInv(SimQp* qp, uint32_t rkey, bool remote) {
   SimNode* n = qp->node_;
   const WcStatus err = remote ? WcStatus::kRemInvReqErr : WcStatus::kLocQpOpErr;
   const uint32_t idx = rkey >> 8;
-  if (idx == 0 || idx >= n->keys_.size() || !n->keys_[idx].mw) return err;
-  SimMw* mw = n->keys_[idx].mw;
+  KeyTable::Entry* e = n->keys_.Find(idx);
+  SimMw* mw = e ? e->LiveMw() : nullptr;
+  if (!mw) return err;
   if (!mw->allocated_ || mw->rkey() != rkey || mw->type_ != fabric::MwType::kType2 ||
       mw->state_ != SimMw::State::kValid || mw->pd_ != qp->pd_) {
     return err;

@@ -288,7 +288,6 @@ SimNode::SimNode(SimCluster* cluster, uint32_t id, const fabric::NodeConfig& cfg
       cfg_(cfg),
       memory_(cfg.name, cfg.memory_bytes),
       cpu_(&cluster->sim(), cfg.cpu_cores, &cluster->cost_names()),
-      keys_(1),
       pu_free_(static_cast<size_t>(std::max(1, cluster->timing().pus)), 0) {
   if (cfg.page_bytes != 4096 && cfg.page_bytes != (2u << 20)) {
     throw std::invalid_argument("node '" + cfg.name +
@@ -315,14 +314,6 @@ fabric::Pd* SimNode::AllocPd() {
   return pds_.back().get();
 }
 
-uint32_t SimNode::NewKeyIndex() {
-  if (keys_.size() >= (1u << 24)) {
-    throw fabric::VerbsError(ENOMEM, "node '" + name() + "': out of MR/MW keys (2^24)");
-  }
-  keys_.emplace_back();
-  return static_cast<uint32_t>(keys_.size() - 1);
-}
-
 void SimNode::CheckMrArgs(fabric::Pd* pd, uint64_t addr, uint64_t length, uint32_t access) const {
   auto* spd = dynamic_cast<SimPd*>(pd);
   if (!spd || spd->node() != this) {
@@ -345,10 +336,10 @@ SimMr* SimNode::CreateMrNow(SimPd* pd, uint64_t addr, uint64_t length, uint32_t 
   mr->addr_ = addr;
   mr->length_ = length;
   mr->access_ = access;
-  const uint32_t idx = NewKeyIndex();
+  const uint32_t idx = keys_.Add(name());
   mr->key_ = (idx << 8) | NextKey();
   mr->valid_ = true;
-  keys_[idx].mr = mr.get();
+  keys_.Find(idx)->mr = mr.get();
   mrs_.push_back(std::move(mr));
   return mrs_.back().get();
 }
@@ -374,7 +365,7 @@ Task<void> SimNode::DeregMr(fabric::Mr* mr) {
                                         " memory windows are still bound to it");
   }
   m->valid_ = false;  // invalid from the moment deregistration starts
-  keys_[m->key_ >> 8].mr = nullptr;
+  keys_.Find(m->key_ >> 8)->mr = nullptr;
   const uint64_t page = cfg_.page_bytes;
   const uint64_t pages = (m->addr_ + m->length_ + page - 1) / page - m->addr_ / page;
   co_await cpu_.Work(Cost(page != 4096 ? "verbs.mr_dereg_base_2m" : "verbs.mr_dereg_base"));
@@ -393,14 +384,13 @@ fabric::Mw* SimNode::AllocMw(fabric::Pd* pd, fabric::MwType type) {
                                              "': the RNIC has no type-" +
                                              std::to_string(static_cast<int>(type)) + " windows");
   }
-  const uint32_t index = NewKeyIndex();  // throws before anything is kept
-  SimMw* mw = &mws_.emplace_back();
+  const uint32_t index = keys_.Add(name());  // throws before anything is kept
+  SimMw* mw = &keys_.Find(index)->mw;
   mw->pd_ = spd;
   mw->type_ = type;
   mw->index_ = index;
   mw->key_ = NextKey();
   mw->state_ = type == fabric::MwType::kType2 ? SimMw::State::kFree : SimMw::State::kValid;
-  keys_[mw->index_].mw = mw;
   return mw;
 }
 
@@ -409,8 +399,7 @@ void SimNode::DeallocMw(fabric::Mw* mw) {
   if (!m || !m->allocated_) throw fabric::VerbsError(EINVAL, "dealloc_mw: not a live MW");
   if (m->mr_) --m->mr_->bound_mws_;
   m->mr_ = nullptr;
-  m->allocated_ = false;
-  keys_[m->index_].mw = nullptr;
+  m->allocated_ = false;  // the entry's LiveMw() is null from now on
 }
 
 fabric::Cq* SimNode::CreateCq(uint32_t capacity, bool ignore_overrun) {
@@ -472,7 +461,7 @@ void SimNode::DestroyQp(fabric::Qp* qp) {
   --q->send_cq_->users_;
   --q->recv_cq_->users_;
   q->wq_mr_->valid_ = false;  // the driver's registration of the rings goes with them
-  keys_[q->wq_mr_->key_ >> 8].mr = nullptr;
+  keys_.Find(q->wq_mr_->key_ >> 8)->mr = nullptr;
   memory_.Free(q->sq_base_, q->ring_bytes_);
   q->sq_visible_at_ = {};
   q->rq_wrid_ = {};

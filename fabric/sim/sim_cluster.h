@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "fabric/node.h"
+#include "fabric/sim/keys.h"
 #include "fabric/sim/profile.h"
 #include "fabric/sim/sim_cpu.h"
 #include "fabric/sim/simulator.h"
@@ -70,55 +71,6 @@ struct Timing {
     const uint64_t packets = payload == 0 ? 1 : (payload + mtu - 1) >> mtu_shift;
     return static_cast<Ps>((link_ps_per_byte_fx * (payload + packets * header_bytes)) >> 16);
   }
-};
-
-class SimPd : public fabric::Pd {
- public:
-  SimPd(SimNode* node, uint32_t handle) : node_(node), handle_(handle) {}
-  uint32_t handle() const override { return handle_; }
-  SimNode* node() const { return node_; }
-
- private:
-  SimNode* node_;
-  uint32_t handle_;
-};
-
-class SimMr : public fabric::Mr {
- public:
-  uint64_t addr() const override { return addr_; }
-  uint64_t length() const override { return length_; }
-  uint32_t lkey() const override { return key_; }
-  uint32_t rkey() const override { return key_; }
-  uint32_t access() const override { return access_; }
-  fabric::Pd* pd() const override { return pd_; }
-
-  SimPd* pd_ = nullptr;
-  uint64_t addr_ = 0;
-  uint64_t length_ = 0;
-  uint32_t access_ = 0;
-  uint32_t key_ = 0;
-  uint32_t bound_mws_ = 0;
-  bool valid_ = false;
-};
-
-class SimMw : public fabric::Mw {
- public:
-  enum class State : uint8_t { kFree, kValid };
-  fabric::MwType type() const override { return type_; }
-  uint32_t rkey() const override { return (index_ << 8) | key_; }
-  fabric::Pd* pd() const override { return pd_; }
-
-  SimPd* pd_ = nullptr;
-  fabric::MwType type_ = fabric::MwType::kType2;
-  uint32_t index_ = 0;
-  uint8_t key_ = 0;
-  State state_ = State::kFree;
-  uint64_t addr_ = 0;
-  uint64_t length_ = 0;  // 0 = unbound (type-1)
-  uint32_t access_ = 0;
-  SimMr* mr_ = nullptr;
-  uint32_t qpn_ = 0;  // type-2: the only QP that may use it
-  bool allocated_ = true;
 };
 
 class SimCq : public fabric::Cq {
@@ -315,11 +267,6 @@ class SimNode : public fabric::Node {
   friend class SimQp;
   friend class SimCluster;
 
-  struct KeyEntry {
-    SimMr* mr = nullptr;
-    SimMw* mw = nullptr;
-  };
-  uint32_t NewKeyIndex();
   void ReapQps();
   uint8_t NextKey() { return static_cast<uint8_t>(key_counter_++ * 0x9d + 0x11); }
   SimMr* CreateMrNow(SimPd* pd, uint64_t addr, uint64_t length, uint32_t access);
@@ -336,13 +283,12 @@ class SimNode : public fabric::Node {
   int offload_qps_cn_facing_ = 0;  // ... connected to another node
   std::vector<std::unique_ptr<SimPd>> pds_;
   std::vector<std::unique_ptr<SimMr>> mrs_;
-  std::deque<SimMw> mws_;  // never erased: stable addresses, no malloc each
   std::vector<std::unique_ptr<SimCq>> cqs_;
   std::vector<std::unique_ptr<SimQp>> qps_;  // by number - 1; null once destroyed
   // Destroyed QPs that pending events still name (they check its epoch and
   // drop themselves); deleted once none is left (ReapQps).
   std::vector<std::unique_ptr<SimQp>> destroyed_qps_;
-  std::vector<KeyEntry> keys_;  // index 0 reserved (rkey 0 never valid)
+  KeyTable keys_;  // MRs by pointer, MWs in place
   // RNIC resources ("free at" timestamps).
   std::vector<Ps> pu_free_;
   Ps tx_free_ = 0;
