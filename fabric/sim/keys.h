@@ -98,6 +98,15 @@ class KeyTable {
     return idx != 0 && idx < count_ ? &chunks_[idx >> kChunkShift][idx & kChunkMask] : nullptr;
   }
   uint32_t count() const { return count_; }
+  // The registered MR / the allocated window at `idx`, or null.
+  SimMr* MrAt(uint32_t idx) {
+    Entry* e = Find(idx);
+    return e ? e->mr : nullptr;
+  }
+  SimMw* LiveMwAt(uint32_t idx) {
+    Entry* e = Find(idx);
+    return e ? e->LiveMw() : nullptr;
+  }
 
  private:
   static constexpr int kChunkShift = 12;  // 4,096 entries a chunk: small nodes stay small

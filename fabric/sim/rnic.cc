@@ -121,8 +121,7 @@ WcStatus Rnic::CheckRemote(SimNode* n, SimQp* p, uint32_t rkey, uint64_t addr, u
     if (!mr->valid_ || (mr->key_ & 0xff) != key) return WcStatus::kRemAccessErr;
     base = mr->addr_, size = mr->length_, access = mr->access_, pd = mr->pd_;
   } else if (const SimMw* mw = e->LiveMw()) {
-    if (!mw->allocated_ || mw->key_ != key || mw->state_ != SimMw::State::kValid ||
-        mw->length_ == 0) {
+    if (mw->key_ != key || mw->state_ != SimMw::State::kValid || mw->length_ == 0) {
       return WcStatus::kRemAccessErr;
     }
     if (mw->type_ == fabric::MwType::kType2 && mw->qpn_ != p->qpn_) return WcStatus::kRemAccessErr;
@@ -139,8 +138,7 @@ WcStatus Rnic::CheckRemote(SimNode* n, SimQp* p, uint32_t rkey, uint64_t addr, u
 WcStatus Rnic::CheckLocal(SimNode* n, SimQp* qp, const Sge& sge, bool write) {
   if (sge.length == 0) return WcStatus::kSuccess;
   const uint32_t idx = sge.lkey >> 8;
-  const KeyTable::Entry* e = n->keys_.Find(idx);
-  const SimMr* mr = e ? e->mr : nullptr;
+  const SimMr* mr = n->keys_.MrAt(idx);
   if (!mr) return WcStatus::kLocProtErr;
   if (!mr->valid_ || mr->key_ != sge.lkey || mr->pd_ != qp->pd_) return WcStatus::kLocProtErr;
   if (write && !(mr->access_ & Access::kLocalWrite)) return WcStatus::kLocProtErr;
@@ -158,10 +156,9 @@ WcStatus Rnic::DoBind(SimQp* qp, const DecodedSendWqe& w) {
   const uint32_t mw_rkey = w.rkey;
   const uint32_t new_rkey = w.aux;
   const uint32_t idx = mw_rkey >> 8;
-  KeyTable::Entry* e = n->keys_.Find(idx);
-  SimMw* mw = e ? e->LiveMw() : nullptr;
+  SimMw* mw = n->keys_.LiveMwAt(idx);
   if (!mw) return WcStatus::kMwBindErr;
-  if (!mw->allocated_ || mw->rkey() != mw_rkey || (new_rkey >> 8) != idx) {
+  if (mw->rkey() != mw_rkey || (new_rkey >> 8) != idx) {
     return WcStatus::kMwBindErr;
   }
   if (mw->pd_ != qp->pd_) return WcStatus::kMwBindErr;
@@ -180,8 +177,7 @@ WcStatus Rnic::DoBind(SimQp* qp, const DecodedSendWqe& w) {
   SimMr* mr = nullptr;
   if (length > 0) {
     const uint32_t mr_idx = mr_lkey >> 8;
-    const KeyTable::Entry* me = n->keys_.Find(mr_idx);
-    mr = me ? me->mr : nullptr;
+    mr = n->keys_.MrAt(mr_idx);
     if (!mr) return WcStatus::kMwBindErr;
     if (!mr->valid_ || mr->key_ != mr_lkey || mr->pd_ != qp->pd_) return WcStatus::kMwBindErr;
     if (!(mr->access_ & Access::kMwBind)) return WcStatus::kMwBindErr;
@@ -211,10 +207,9 @@ WcStatus Rnic::DoLocalInv(SimQp* qp, uint32_t rkey, bool remote) {
   SimNode* n = qp->node_;
   const WcStatus err = remote ? WcStatus::kRemInvReqErr : WcStatus::kLocQpOpErr;
   const uint32_t idx = rkey >> 8;
-  KeyTable::Entry* e = n->keys_.Find(idx);
-  SimMw* mw = e ? e->LiveMw() : nullptr;
+  SimMw* mw = n->keys_.LiveMwAt(idx);
   if (!mw) return err;
-  if (!mw->allocated_ || mw->rkey() != rkey || mw->type_ != fabric::MwType::kType2 ||
+  if (mw->rkey() != rkey || mw->type_ != fabric::MwType::kType2 ||
       mw->state_ != SimMw::State::kValid || mw->pd_ != qp->pd_) {
     return err;
   }
