@@ -28,7 +28,7 @@ std::string_view CodeName(Code c) {
 
 std::string Status::ToString() const {
   std::string s(CodeName(code_));
-  if (!msg_.empty()) s += ": " + msg_;
+  if (msg_) s += ": " + *msg_;
   return s;
 }
 

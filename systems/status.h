@@ -3,6 +3,7 @@
 // for bad configuration, fabric::VerbsError for verbs failures).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -21,20 +22,26 @@ enum class Code : uint8_t {
 };
 std::string_view CodeName(Code c);
 
+// A Status is passed up through every data-path coroutine, mostly as OK: the
+// message lives behind a pointer (null when empty), so an OK Status moves and
+// copies as two words, with no string to move.
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Code code, std::string msg) : code_(code), msg_(std::move(msg)) {}
+  Status(Code code, std::string msg)
+      : code_(code),
+        msg_(msg.empty() ? nullptr : std::make_shared<const std::string>(std::move(msg))) {}
   static Status Ok() { return {}; }
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
-  const std::string& message() const { return msg_; }
+  const std::string& message() const { return msg_ ? *msg_ : kNoMessage; }
   // "ACCESS_DENIED: READ of 64 B at +4096 refused by the MN (REM_ACCESS_ERR)".
   std::string ToString() const;
 
  private:
+  static inline const std::string kNoMessage;
   Code code_ = Code::kOk;
-  std::string msg_;
+  std::shared_ptr<const std::string> msg_;  // immutable, so copies may share it
 };
 
 // A value or the Status that explains why there is none.

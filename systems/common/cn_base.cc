@@ -244,6 +244,7 @@ Task<Status> CnBase::OneSided(Opcode op, Lane& lane, const Chunk& chunk, uint64_
   if (PostSignaled(lane, wr) != 0) co_return FromWc(NotPosted(), what);
   const uint64_t wr_id = wr.wr_id;
   const fabric::WorkCompletion wc = co_await lane.cq->NextFor(wr_id);
+  if (wc.status == WcStatus::kSuccess) co_return Status::Ok();  // the common case, no call
   co_return FromWc(wc, what);
 }
 
