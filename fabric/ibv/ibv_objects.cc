@@ -74,6 +74,10 @@ bool Legal(QpState from, QpState to) {
          (from == QpState::kRtr && to == QpState::kRts);
 }
 
+unsigned IbvSendFlags(uint8_t flags) {
+  return (flags & kSignaled ? IBV_SEND_SIGNALED : 0) | (flags & kFence ? IBV_SEND_FENCE : 0);
+}
+
 }  // namespace
 
 int IbvAccess(uint32_t a) {
@@ -372,50 +376,23 @@ void IbvQp::ConnectTo(const QpAddr& peer) {
 // Queued WRs go to the provider at the next Flush, in posting order: when
 // the node polls (each loop turn, after the ready coroutines ran), before a
 // direct post, a state change, a query or a synchronous Poll.
-int IbvQp::Post(ibv_send_wr* wr, uint64_t user_wr_id, Opcode op, uint64_t* wqe_index) {
-  const uint64_t index = sq_next_;
-  wr->wr_id = index;
-  if (CanQueue(*wr)) {
-    Queue(*wr);
-  } else {
-    Flush();
-    ibv_send_wr* bad = nullptr;
-    const int rc = ibv_post_send(qp_, wr, &bad);
-    if (rc != 0) return rc;
-  }
-  sq_meta_[index % sq_meta_.size()] = Meta{user_wr_id, op};
-  ++sq_next_;
-  ++counters_.send_wrs_executed;
-  if (wqe_index) *wqe_index = index;
-  return 0;
-}
-
+//
 // Only a WR the provider cannot refuse is queued, so that PostSend's return
 // stays the provider's answer: READ, WRITE or SEND (no alignment or bind
 // checks) within the QP's SGE limit, on an RTS QP whose SQ has room for
 // certain. Anything else is posted at once, behind the queued WRs.
-bool IbvQp::CanQueue(const ibv_send_wr& wr) const {
-  switch (wr.opcode) {
-    case IBV_WR_RDMA_READ:
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_SEND:
+bool IbvQp::CanQueue(Opcode op, size_t num_sge) const {
+  switch (op) {
+    case Opcode::kRead:
+    case Opcode::kWrite:
+    case Opcode::kWriteWithImm:
+    case Opcode::kSend:
       break;
     default:
       return false;
   }
-  return node_->post_batching() && state_ == QpState::kRts &&
-         static_cast<uint32_t>(wr.num_sge) <= attr_.max_send_sge &&
+  return node_->post_batching() && state_ == QpState::kRts && num_sge <= attr_.max_send_sge &&
          queued_wr_.size() < kMaxQueued && sq_next_ + 1 - acked_ <= sq_meta_.size();
-}
-
-void IbvQp::Queue(const ibv_send_wr& wr) {
-  if (queued_wr_.empty()) {
-    queued_wr_.reserve(kMaxQueued);
-    node_->NoteQueued(this);
-  }
-  queued_wr_.push_back(wr);
-  queued_sge_.insert(queued_sge_.end(), wr.sg_list, wr.sg_list + wr.num_sge);
 }
 
 void IbvQp::Flush() {
@@ -454,73 +431,118 @@ void IbvQp::FailQueued(size_t from) {
   }
 }
 
-int IbvQp::PostSend(const SendWr& wr, uint64_t* wqe_index) {
-  if (wr.sg_list.size() > static_cast<size_t>(kMaxSge)) return EINVAL;
-  ibv_sge sges[kMaxSge];
-  uint64_t bytes = 0;
-  for (size_t i = 0; i < wr.sg_list.size(); ++i) {
-    sges[i] = ibv_sge{wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey};
-    bytes += wr.sg_list[i].length;
-  }
-  ibv_send_wr w = {};
-  w.sg_list = sges;
-  w.num_sge = static_cast<int>(wr.sg_list.size());
-  w.send_flags =
-      (wr.flags & kSignaled ? IBV_SEND_SIGNALED : 0) | (wr.flags & kFence ? IBV_SEND_FENCE : 0);
+// The verbs fields of `wr` but its SGEs and wr_id; false for an opcode
+// upstream verbs lacks (NOP, WAIT, SEND_EN, RECV_EN, masked FAA) and for a
+// bind (PostBind).
+bool IbvQp::FillWr(const SendWr& wr, ibv_send_wr* w) {
+  w->num_sge = static_cast<int>(wr.sg_list.size());
+  w->send_flags = IbvSendFlags(wr.flags);
   switch (wr.opcode) {
     case Opcode::kWrite:
     case Opcode::kWriteWithImm:
     case Opcode::kRead:
-      w.opcode = wr.opcode == Opcode::kRead    ? IBV_WR_RDMA_READ
-                 : wr.opcode == Opcode::kWrite ? IBV_WR_RDMA_WRITE
-                                               : IBV_WR_RDMA_WRITE_WITH_IMM;
-      w.wr.rdma.remote_addr = wr.remote_addr;
-      w.wr.rdma.rkey = wr.rkey;
-      w.imm_data = htonl(wr.imm_data);
-      break;
+      w->opcode = wr.opcode == Opcode::kRead    ? IBV_WR_RDMA_READ
+                  : wr.opcode == Opcode::kWrite ? IBV_WR_RDMA_WRITE
+                                                : IBV_WR_RDMA_WRITE_WITH_IMM;
+      w->wr.rdma.remote_addr = wr.remote_addr;
+      w->wr.rdma.rkey = wr.rkey;
+      w->imm_data = htonl(wr.imm_data);
+      return true;
     case Opcode::kSend:
-      w.opcode = IBV_WR_SEND;
-      break;
+      w->opcode = IBV_WR_SEND;
+      return true;
     case Opcode::kSendWithInv:
-      w.opcode = IBV_WR_SEND_WITH_INV;
-      w.invalidate_rkey = wr.invalidate_rkey;
-      break;
+      w->opcode = IBV_WR_SEND_WITH_INV;
+      w->invalidate_rkey = wr.invalidate_rkey;
+      return true;
     case Opcode::kCmpAndSwp:
     case Opcode::kFetchAndAdd:
-      w.opcode =
+      w->opcode =
           wr.opcode == Opcode::kCmpAndSwp ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
-      w.wr.atomic.remote_addr = wr.remote_addr;
-      w.wr.atomic.rkey = wr.rkey;
-      w.wr.atomic.compare_add = wr.compare_add;
-      w.wr.atomic.swap = wr.swap;
-      break;
+      w->wr.atomic.remote_addr = wr.remote_addr;
+      w->wr.atomic.rkey = wr.rkey;
+      w->wr.atomic.compare_add = wr.compare_add;
+      w->wr.atomic.swap = wr.swap;
+      return true;
     case Opcode::kLocalInv:
-      w.opcode = IBV_WR_LOCAL_INV;
-      w.invalidate_rkey = wr.invalidate_rkey;
-      break;
-    case Opcode::kBindMw: {
-      IbvMw* mw = node_->MwByRkey(wr.bind_mw_rkey);
-      IbvMr* mr = node_->MrByLkey(wr.bind_mr_lkey);
-      if (!mw || mw->type() != MwType::kType2 || mw->rkey() != wr.bind_mw_rkey) return EINVAL;
-      if (!mr) return EINVAL;  // providers dereference the MR even for a zero-length bind
-      if (wr.bind_qpn != 0 && wr.bind_qpn != qp_num()) return EINVAL;  // no qpn_in_bind
-      w.opcode = IBV_WR_BIND_MW;
-      w.num_sge = 0;
-      w.bind_mw.mw = mw->raw();
-      w.bind_mw.rkey = wr.bind_new_rkey;
-      w.bind_mw.bind_info.mr = mr->raw();
-      w.bind_mw.bind_info.addr = wr.bind_addr;
-      w.bind_mw.bind_info.length = wr.bind_length;
-      w.bind_mw.bind_info.mw_access_flags = IbvAccess(wr.bind_access);
-      const int rc = Post(&w, wr.wr_id, wr.opcode, wqe_index);
-      if (rc == 0) mw->set_rkey(wr.bind_new_rkey);  // verbs leave type-2 keys to the caller
-      return rc;
-    }
+      w->opcode = IBV_WR_LOCAL_INV;
+      w->invalidate_rkey = wr.invalidate_rkey;
+      return true;
     default:
-      return EINVAL;  // NOP, WAIT, SEND_EN, RECV_EN, masked FAA: not in upstream verbs
+      return false;
   }
-  counters_.bytes_sent += wr.opcode == Opcode::kRead ? 0 : bytes;
-  return Post(&w, wr.wr_id, wr.opcode, wqe_index);
+}
+
+// A WR the provider took (or the queue holds): its SQ index, caller's wr_id
+// and opcode for the completion, and the QP's counters.
+void IbvQp::Accept(const SendWr& wr, uint64_t* wqe_index) {
+  const uint64_t index = sq_next_++;
+  sq_meta_[index % sq_meta_.size()] = Meta{wr.wr_id, wr.opcode};
+  ++counters_.send_wrs_executed;
+  if (wr.opcode != Opcode::kRead && wr.opcode != Opcode::kBindMw) {
+    for (const Sge& s : wr.sg_list) counters_.bytes_sent += s.length;
+  }
+  if (wqe_index) *wqe_index = index;
+}
+
+// The hot path (a READ or WRITE of a running QP) builds its verbs WR in the
+// doorbell queue itself; everything else is built here and posted at once.
+int IbvQp::PostSend(const SendWr& wr, uint64_t* wqe_index) {
+  const size_t num_sge = wr.sg_list.size();
+  if (num_sge > static_cast<size_t>(kMaxSge)) return EINVAL;
+  if (CanQueue(wr.opcode, num_sge)) {
+    if (queued_wr_.empty()) {
+      queued_wr_.reserve(kMaxQueued);
+      node_->NoteQueued(this);
+    }
+    ibv_send_wr& w = queued_wr_.emplace_back();  // zeroed; sg_list and next set at Flush
+    w.wr_id = sq_next_;
+    FillWr(wr, &w);
+    for (const Sge& s : wr.sg_list) queued_sge_.push_back(ibv_sge{s.addr, s.length, s.lkey});
+    Accept(wr, wqe_index);
+    return 0;
+  }
+  if (wr.opcode == Opcode::kBindMw) return PostBind(wr, wqe_index);
+  ibv_sge sges[kMaxSge];
+  for (size_t i = 0; i < num_sge; ++i) {
+    sges[i] = ibv_sge{wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey};
+  }
+  ibv_send_wr w = {};
+  if (!FillWr(wr, &w)) return EINVAL;
+  w.sg_list = sges;
+  const int rc = PostNow(&w);
+  if (rc == 0) Accept(wr, wqe_index);
+  return rc;
+}
+
+// Posts `w` (wr_id: the next SQ index) behind the queued WRs.
+int IbvQp::PostNow(ibv_send_wr* w) {
+  w->wr_id = sq_next_;
+  Flush();
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(qp_, w, &bad);
+}
+
+int IbvQp::PostBind(const SendWr& wr, uint64_t* wqe_index) {
+  IbvMw* mw = node_->MwByRkey(wr.bind_mw_rkey);
+  IbvMr* mr = node_->MrByLkey(wr.bind_mr_lkey);
+  if (!mw || mw->type() != MwType::kType2 || mw->rkey() != wr.bind_mw_rkey) return EINVAL;
+  if (!mr) return EINVAL;  // providers dereference the MR even for a zero-length bind
+  if (wr.bind_qpn != 0 && wr.bind_qpn != qp_num()) return EINVAL;  // no qpn_in_bind
+  ibv_send_wr w = {};
+  w.opcode = IBV_WR_BIND_MW;
+  w.send_flags = IbvSendFlags(wr.flags);
+  w.bind_mw.mw = mw->raw();
+  w.bind_mw.rkey = wr.bind_new_rkey;
+  w.bind_mw.bind_info.mr = mr->raw();
+  w.bind_mw.bind_info.addr = wr.bind_addr;
+  w.bind_mw.bind_info.length = wr.bind_length;
+  w.bind_mw.bind_info.mw_access_flags = IbvAccess(wr.bind_access);
+  const int rc = PostNow(&w);
+  if (rc != 0) return rc;
+  Accept(wr, wqe_index);
+  mw->set_rkey(wr.bind_new_rkey);  // verbs leave type-2 keys to the caller
+  return 0;
 }
 
 int IbvQp::PostRecv(const RecvWr& wr, uint64_t* wqe_index) {
@@ -560,8 +582,7 @@ int IbvQp::BindMw(Mw* mw, uint64_t wr_id, Mr* mr, uint64_t addr, uint64_t length
   Flush();  // the bind goes to the device behind the WRs posted before it
   ibv_mw_bind b = {};
   b.wr_id = sq_next_;
-  b.send_flags =
-      (flags & kSignaled ? IBV_SEND_SIGNALED : 0) | (flags & kFence ? IBV_SEND_FENCE : 0);
+  b.send_flags = IbvSendFlags(flags);
   b.bind_info.mr = r->raw();
   b.bind_info.addr = unbind ? r->addr() : addr;
   b.bind_info.length = unbind ? 0 : length;

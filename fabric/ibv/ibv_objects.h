@@ -187,9 +187,11 @@ class IbvQp : public Qp {
   };
   [[noreturn]] void Refuse(const char* what) const;
   void ModifyRaw(QpState target, const QpAddr* peer);
-  int Post(ibv_send_wr* wr, uint64_t user_wr_id, Opcode op, uint64_t* wqe_index);
-  bool CanQueue(const ibv_send_wr& wr) const;
-  void Queue(const ibv_send_wr& wr);
+  bool CanQueue(Opcode op, size_t num_sge) const;
+  static bool FillWr(const SendWr& wr, ibv_send_wr* w);
+  void Accept(const SendWr& wr, uint64_t* wqe_index);
+  int PostNow(ibv_send_wr* w);
+  int PostBind(const SendWr& wr, uint64_t* wqe_index);
   void FailQueued(size_t from);
 
   IbvNode* node_;
