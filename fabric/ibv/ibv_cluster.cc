@@ -148,6 +148,7 @@ void IbvNode::DestroyCq(Cq* cq) {
   if (const int rc = ibv_destroy_cq((*it)->raw()); rc != 0) {
     throw VerbsError(rc, "ibv_destroy_cq on node '" + name_ + "': " + strerror(rc));
   }
+  if ((*it)->listed()) std::erase(awaited_, it->get());
   cqs_.erase(it);
 }
 
@@ -199,12 +200,17 @@ void IbvNode::DestroyQp(Qp* qp) {
                              "': " + strerror(rc));
   }
   qp_by_num_.erase(qpn);
+  if (last_qp_ == it->get()) last_qp_ = nullptr;
   qps_.erase(it);
 }
 
 IbvQp* IbvNode::LocalQp(uint32_t qpn) const {
+  if (last_qp_ && qpn == last_qpn_) return last_qp_;
   auto it = qp_by_num_.find(qpn);
-  return it == qp_by_num_.end() ? nullptr : it->second;
+  if (it == qp_by_num_.end()) return nullptr;
+  last_qpn_ = qpn;
+  last_qp_ = it->second;
+  return last_qp_;
 }
 
 IbvMr* IbvNode::MrByLkey(uint32_t lkey) const {
@@ -250,11 +256,30 @@ int IbvNode::Pump() {
   ++pumps_;
   // A CQ nobody awaits (an MN's send CQ of unsignaled replies, completions
   // left for a later Poll, which polls the device itself) is drained only
-  // every kIdleCqPeriod turns: each look costs a provider call and a lock
-  // on the hot path of the CQs that are awaited.
-  const bool all = pumps_ % kIdleCqPeriod == 0;
-  for (auto& c : cqs_) {
-    if (all || c->awaited()) n += c->Pump();
+  // every kIdleCqPeriod turns, and less often while it stays empty
+  // (IbvCq::IdleLookDue): each look costs a provider call and a lock on the
+  // hot path of the CQs that are awaited.
+  if (pumps_ % kIdleCqPeriod == 0) {
+    const uint64_t period = pumps_ / kIdleCqPeriod;
+    for (auto& c : cqs_) {
+      if (c->awaited()) {
+        n += c->Pump();
+      } else if (c->IdleLookDue(period)) {
+        n += c->PumpIdle();
+      }
+    }
+  } else {
+    for (size_t i = 0; i < awaited_.size();) {
+      IbvCq* c = awaited_[i];
+      if (!c->awaited()) {  // its waiters are gone: off the list (order does not matter)
+        c->set_listed(false);
+        awaited_[i] = awaited_.back();
+        awaited_.pop_back();
+        continue;
+      }
+      n += c->Pump();
+      ++i;
+    }
   }
   // Asynchronous events cost a system call each look; they are rare.
   if (pumps_ % 1024 == 0) n += PumpAsyncEvents();

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 
@@ -142,7 +143,7 @@ int IbvCq::PollDevice() {
   const int n = ibv_poll_cq(cq_, 32, wcs);
   if (n < 0) throw VerbsError(EIO, "ibv_poll_cq failed on CQ " + std::to_string(num_));
   // One clock read per batch: the time they were seen to arrive.
-  const Ps now = n > 0 ? node_->cluster()->runtime().now() : 0;
+  const Ps now = n > 0 ? node_->cluster()->rt().now() : 0;
   for (int i = 0; i < n; ++i) {
     ++total_;
     ok_ += wcs[i].status == IBV_WC_SUCCESS;
@@ -205,6 +206,10 @@ int IbvCq::Pump() {
 bool IbvCq::TryPop(WorkCompletion*, uint64_t) { return false; }
 
 void IbvCq::AddWaiter(Waiter* w) {
+  if (!listed_) {
+    listed_ = true;
+    node_->NoteAwaited(this);
+  }
   w->next = nullptr;
   if (tail_) {
     tail_->next = w;
@@ -238,8 +243,10 @@ IbvQp::IbvQp(IbvNode* node, ibv_qp* qp, const QpInitAttr& attr, uint32_t sq_size
     : node_(node),
       qp_(qp),
       attr_(attr),
-      sq_meta_(std::max(1u, sq_size)),
-      rq_meta_(std::max(1u, rq_size)) {}
+      sq_size_(std::max(1u, sq_size)),
+      rq_size_(std::max(1u, rq_size)),
+      sq_meta_(std::bit_ceil(sq_size_)),
+      rq_meta_(std::bit_ceil(rq_size_)) {}
 
 void IbvQp::Refuse(const char* what) const {
   throw std::logic_error(std::string("ibv: Qp::") + what + " (QP " + std::to_string(qp_num()) +
@@ -250,7 +257,7 @@ void IbvQp::Refuse(const char* what) const {
 void IbvQp::Translate(const ibv_wc& in, WorkCompletion* out) {
   const bool recv = in.wr_id & kRecvTag;
   const uint64_t index = in.wr_id & ~kRecvTag;
-  const Meta& m = recv ? rq_meta_[index % rq_meta_.size()] : sq_meta_[index % sq_meta_.size()];
+  const Meta& m = recv ? RqMeta(index) : SqMeta(index);
   out->wr_id = m.wr_id;
   out->status = FromIbv(in.status);
   out->qp_num = in.qp_num;
@@ -392,7 +399,7 @@ bool IbvQp::CanQueue(Opcode op, size_t num_sge) const {
       return false;
   }
   return node_->post_batching() && state_ == QpState::kRts && num_sge <= attr_.max_send_sge &&
-         queued_wr_.size() < kMaxQueued && sq_next_ + 1 - acked_ <= sq_meta_.size();
+         queued_wr_.size() < kMaxQueued && sq_next_ + 1 - acked_ <= sq_size_;
 }
 
 void IbvQp::Flush() {
@@ -417,10 +424,10 @@ void IbvQp::Flush() {
 // a failed post reports, e.g. CnBase::NotPosted), so no waiter hangs.
 void IbvQp::FailQueued(size_t from) {
   auto* cq = static_cast<IbvCq*>(attr_.send_cq);
-  const Ps now = node_->cluster()->runtime().now();
+  const Ps now = node_->cluster()->rt().now();
   for (size_t i = from; i < queued_wr_.size(); ++i) {
     if (!(queued_wr_[i].send_flags & IBV_SEND_SIGNALED)) continue;
-    const Meta& m = sq_meta_[queued_wr_[i].wr_id % sq_meta_.size()];
+    const Meta& m = SqMeta(queued_wr_[i].wr_id);
     WorkCompletion wc;
     wc.wr_id = m.wr_id;
     wc.status = WcStatus::kWrFlushErr;
@@ -477,7 +484,7 @@ bool IbvQp::FillWr(const SendWr& wr, ibv_send_wr* w) {
 // and opcode for the completion, and the QP's counters.
 void IbvQp::Accept(const SendWr& wr, uint64_t* wqe_index) {
   const uint64_t index = sq_next_++;
-  sq_meta_[index % sq_meta_.size()] = Meta{wr.wr_id, wr.opcode};
+  SqMeta(index) = Meta{wr.wr_id, wr.opcode};
   ++counters_.send_wrs_executed;
   if (wr.opcode != Opcode::kRead && wr.opcode != Opcode::kBindMw) {
     for (const Sge& s : wr.sg_list) counters_.bytes_sent += s.length;
@@ -559,7 +566,7 @@ int IbvQp::PostRecv(const RecvWr& wr, uint64_t* wqe_index) {
   ibv_recv_wr* bad = nullptr;
   const int rc = ibv_post_recv(qp_, &w, &bad);
   if (rc != 0) return rc;
-  rq_meta_[index % rq_meta_.size()] = Meta{wr.wr_id, Opcode::kRecv};
+  RqMeta(index) = Meta{wr.wr_id, Opcode::kRecv};
   ++rq_next_;
   if (wqe_index) *wqe_index = index;
   return 0;
@@ -590,7 +597,7 @@ int IbvQp::BindMw(Mw* mw, uint64_t wr_id, Mr* mr, uint64_t addr, uint64_t length
   const int rc = ibv_bind_mw(qp_, m->raw(), &b);
   if (rc != 0) return rc;
   m->last_mr = r;
-  sq_meta_[sq_next_ % sq_meta_.size()] = Meta{wr_id, Opcode::kBindMw};
+  SqMeta(sq_next_) = Meta{wr_id, Opcode::kBindMw};
   ++sq_next_;
   ++counters_.send_wrs_executed;
   return 0;

@@ -120,8 +120,21 @@ class IbvCq : public Cq {
   // Drains the device CQ and wakes waiting coroutines; returns how many
   // completions arrived.
   int Pump();
+  // The idle drain (IbvNode::Pump): a CQ nobody awaits is looked at in period
+  // p when p is a multiple of 2^(its looks in a row that found nothing, at
+  // most 3): every kIdleCqPeriod turns while it gets completions, every 8
+  // periods once it has been idle a while.
+  bool IdleLookDue(uint64_t period) const { return period % (uint64_t{1} << empty_looks_) == 0; }
+  int PumpIdle() {
+    const int n = Pump();
+    empty_looks_ = n > 0 ? 0 : std::min(empty_looks_ + 1, 3);
+    return n;
+  }
   ibv_cq* raw() const { return cq_; }
   bool awaited() const { return head_ != nullptr; }
+  // On its node's list of CQs polled every turn (it had a waiter).
+  bool listed() const { return listed_; }
+  void set_listed(bool on) { listed_ = on; }
   // A completion for a WR the provider refused after PostSend had accepted
   // it (IbvQp's batched doorbell): delivered as if polled.
   void DeliverUnposted(const WorkCompletion& wc);
@@ -139,6 +152,8 @@ class IbvCq : public Cq {
   ibv_cq* cq_;
   uint32_t num_;
   bool ignore_overrun_;
+  bool listed_ = false;
+  int empty_looks_ = 0;
   uint64_t total_ = 0;
   uint64_t ok_ = 0;
   std::deque<WorkCompletion> ready_;
@@ -165,8 +180,8 @@ class IbvQp : public Qp {
   uint32_t wq_lkey() const override { Refuse("wq_lkey"); }
   uint32_t send_wqe_stride() const override { Refuse("send_wqe_stride"); }
   uint32_t recv_wqe_stride() const override { Refuse("recv_wqe_stride"); }
-  uint32_t send_ring_size() const override { return static_cast<uint32_t>(sq_meta_.size()); }
-  uint32_t recv_ring_size() const override { return static_cast<uint32_t>(rq_meta_.size()); }
+  uint32_t send_ring_size() const override { return sq_size_; }
+  uint32_t recv_ring_size() const override { return rq_size_; }
   uint64_t recv_doorbell_addr() const override { Refuse("recv_doorbell_addr"); }
   const QpCounters& counters() const override { return counters_; }
 
@@ -198,6 +213,12 @@ class IbvQp : public Qp {
   ibv_qp* qp_;
   QpInitAttr attr_;
   QpState state_ = QpState::kReset;
+  // The caller's wr_id and opcode of each posted WR, by queue index. The
+  // rings are a power of two long (at least the queue's size), so a slot is
+  // index & mask: a division is a library call per WR under TCG.
+  Meta& SqMeta(uint64_t index) { return sq_meta_[index & (sq_meta_.size() - 1)]; }
+  Meta& RqMeta(uint64_t index) { return rq_meta_[index & (rq_meta_.size() - 1)]; }
+  uint32_t sq_size_, rq_size_;
   std::vector<Meta> sq_meta_, rq_meta_;
   uint64_t sq_next_ = 0, rq_next_ = 0;
   QpCounters counters_;
@@ -238,9 +259,11 @@ class IbvNode : public Node {
   IbvMw* MwByRkey(uint32_t rkey) const;
   const Device& device() const { return dev_; }
   IbvCluster* cluster() const { return cluster_; }
-  // Polls the awaited CQs, every kIdleCqPeriod calls all of them and every
-  // 1024 the device's asynchronous events.
+  // Polls the awaited CQs, every kIdleCqPeriod calls the others that are due
+  // (IbvCq::IdleLookDue) and every 1024 the device's asynchronous events.
   int Pump();
+  // `cq` has a waiter now: it is polled every turn until it has none.
+  void NoteAwaited(IbvCq* cq) { awaited_.push_back(cq); }
   static constexpr uint64_t kIdleCqPeriod = 8;
   // Doorbell batching (IbvQp::Post): on unless DMB_IBV_POST_BATCH=0.
   bool post_batching() const { return post_batching_; }
@@ -261,7 +284,12 @@ class IbvNode : public Node {
   std::vector<std::unique_ptr<IbvMw>> mws_;
   std::vector<std::unique_ptr<IbvCq>> cqs_;
   std::vector<std::unique_ptr<IbvQp>> qps_;
+  std::vector<IbvCq*> awaited_;  // see NoteAwaited (a CQ without waiters leaves at the next Pump)
   std::unordered_map<uint32_t, IbvQp*> qp_by_num_;
+  // LocalQp's last answer: completions come in runs from one QP, and the
+  // map's lookup divides by its bucket count (a library call under TCG).
+  mutable uint32_t last_qpn_ = 0;
+  mutable IbvQp* last_qp_ = nullptr;
   uint32_t next_cq_num_ = 1;
   mutable std::unordered_map<std::string, uint32_t> cost_ids_;
   uint64_t pumps_ = 0;

@@ -24,8 +24,6 @@ void IbvRuntime::Shutdown() {
   }
 }
 
-Ps IbvRuntime::now() const { return clock_.now(); }
-
 void IbvRuntime::Spawn(Task<void> task) {
   ready_.push_back(fabric::RunRoot(this, std::move(task)).handle);
 }

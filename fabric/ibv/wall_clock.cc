@@ -1,5 +1,6 @@
 #include "fabric/ibv/wall_clock.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <string_view>
 
@@ -12,6 +13,7 @@ namespace dmb::fabric::ibv {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+__extension__ typedef unsigned __int128 Uint128;  // GCC and Clang: x86-64's 64x64 -> 128 multiply
 
 Ps PsSince(Clock::time_point t0, Clock::time_point t1) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count() * kPsPerNs;
@@ -53,14 +55,16 @@ void WallClock::Calibrate() {
   if (c1 <= c0) return;  // no usable counter: stay on steady_clock
   start_ = t0;
   tsc0_ = c0;
-  ps_per_tick_ = static_cast<double>(PsSince(t0, t1)) / static_cast<double>(c1 - c0);
+  const double ps_per_tick = static_cast<double>(PsSince(t0, t1)) / static_cast<double>(c1 - c0);
+  ps_per_tick_q32_ = static_cast<uint64_t>(std::llround(std::ldexp(ps_per_tick, 32)));
 }
 
 Ps WallClock::now() const {
   Ps t;
-  if (ps_per_tick_ > 0) {
+  if (ps_per_tick_q32_ > 0) {
     const uint64_t c = Ticks();
-    t = c > tsc0_ ? static_cast<Ps>(static_cast<double>(c - tsc0_) * ps_per_tick_) : 0;
+    const auto ps_q32 = static_cast<Uint128>(c > tsc0_ ? c - tsc0_ : 0) * ps_per_tick_q32_;
+    t = static_cast<Ps>(ps_q32 >> 32);
   } else {
     t = PsSince(start_, Clock::now());
   }

@@ -27,14 +27,17 @@ class WallClock {
 
   WallClock();
   Ps now() const;
-  bool uses_tsc() const { return ps_per_tick_ > 0; }
+  bool uses_tsc() const { return ps_per_tick_q32_ > 0; }
 
  private:
   void Calibrate();
   std::chrono::steady_clock::time_point start_;
   uint64_t tsc0_ = 0;
-  double ps_per_tick_ = 0;  // 0: read steady_clock
-  mutable Ps last_ = 0;     // the TSC of another CPU may lag: never go back
+  // Picoseconds per tick in 32.32 fixed point (0: read steady_clock). An
+  // integer multiply: floating point is a library call per operation under
+  // an emulator (TCG), and now() runs on every operation's timed path.
+  uint64_t ps_per_tick_q32_ = 0;
+  mutable Ps last_ = 0;  // the TSC of another CPU may lag: never go back
 };
 
 }  // namespace dmb::fabric::ibv
