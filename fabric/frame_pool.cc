@@ -14,11 +14,12 @@ void* FramePool::AllocateNew(std::size_t n) {
 }
 
 void FramePool::FreeThreadLists() {
-  for (void*& head : lists_.head) {
-    while (void* p = head) {
-      head = static_cast<Node*>(p)->next;
+  for (std::size_t c = 0; c < kClasses; ++c) {
+    while (void* p = lists_.head[c]) {
+      lists_.head[c] = static_cast<Node*>(p)->next;
       ::operator delete(p);
     }
+    lists_.kept[c] = 0;
   }
 }
 

@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include "fabric/task.h"
 
@@ -59,6 +61,28 @@ TEST(FramePool, ABlockFreedOnAnotherThreadIsThatThreadsToReuse) {
   if (FramePool::kPooled) {
     EXPECT_EQ(reused, p);
   }
+}
+
+TEST(FramePool, KeepsAtMostItsCapPerClass) {
+  constexpr std::size_t kN = FramePool::kMaxKeptPerClass + 8;
+  std::vector<void*> blocks;
+  for (std::size_t i = 0; i < kN; ++i) blocks.push_back(FramePool::Allocate(3000));
+  for (void* p : blocks) FramePool::Free(p, 3000);
+  // Only the first kMaxKeptPerClass frees were kept: allocating them back
+  // returns them, newest first; the ones after the cap went to operator
+  // delete (ASan would report a double use if they had also been kept).
+  std::set<void*> kept(blocks.begin(), blocks.begin() + FramePool::kMaxKeptPerClass);
+  std::vector<void*> again;
+  for (std::size_t i = 0; i < FramePool::kMaxKeptPerClass; ++i) {
+    again.push_back(FramePool::Allocate(3000));
+    if (FramePool::kPooled) {
+      EXPECT_TRUE(kept.count(again.back())) << i;
+    }
+  }
+  if (FramePool::kPooled) {
+    EXPECT_EQ(again.front(), blocks[FramePool::kMaxKeptPerClass - 1]);
+  }
+  for (void* p : again) FramePool::Free(p, 3000);
 }
 
 Task<int> Answer(int x) { co_return x + 1; }
