@@ -17,8 +17,6 @@
 #include <optional>
 #include <utility>
 
-#include "fabric/frame_pool.h"
-
 namespace dmb {
 
 template <typename T>
@@ -27,10 +25,6 @@ class Task;
 namespace task_detail {
 
 struct PromiseBase {
-  // Frames come from the per-thread FramePool (a READ makes and frees one).
-  static void* operator new(std::size_t n) { return FramePool::Allocate(n); }
-  static void operator delete(void* p, std::size_t n) { FramePool::Free(p, n); }
-
   std::coroutine_handle<> continuation;
   std::exception_ptr exception;
 
