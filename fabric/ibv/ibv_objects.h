@@ -124,7 +124,9 @@ class IbvCq : public Cq {
   // p when p is a multiple of 2^(its looks in a row that found nothing, at
   // most 3): every kIdleCqPeriod turns while it gets completions, every 8
   // periods once it has been idle a while.
-  bool IdleLookDue(uint64_t period) const { return period % (uint64_t{1} << empty_looks_) == 0; }
+  bool IdleLookDue(uint64_t period) const {
+    return (period & ((uint64_t{1} << empty_looks_) - 1)) == 0;  // a mask: no division
+  }
   int PumpIdle() {
     const int n = Pump();
     empty_looks_ = n > 0 ? 0 : std::min(empty_looks_ + 1, 3);
