@@ -34,6 +34,13 @@ IbvNode::IbvNode(IbvCluster* cluster, uint32_t id, const NodeConfig& cfg, Device
       cpu_(cfg.cpu_cores) {
   const int fl = fcntl(dev_.ctx->async_fd, F_GETFL);
   fcntl(dev_.ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+  channel_ = ibv_create_comp_channel(dev_.ctx);
+  if (!channel_) {
+    const int err = errno;
+    CloseDevice(dev_);
+    throw VerbsError(err, "ibv_create_comp_channel on node '" + name_ + "': " + strerror(err));
+  }
+  fcntl(channel_->fd, F_SETFL, fcntl(channel_->fd, F_GETFL) | O_NONBLOCK);
   if (const char* s = std::getenv("DMB_IBV_POST_BATCH"))
     post_batching_ = std::string_view(s) != "0";
 }
@@ -46,7 +53,9 @@ IbvNode::~IbvNode() {
   for (auto& m : mrs_) {
     if (m->raw()) ibv_dereg_mr(m->raw());
   }
+  AckCqEvents();  // ibv_destroy_cq waits for every event to be acknowledged
   for (auto& c : cqs_) ibv_destroy_cq(c->raw());
+  ibv_destroy_comp_channel(channel_);
   for (auto& p : pds_) ibv_dealloc_pd(p->raw());
   CloseDevice(dev_);
 }
@@ -127,7 +136,7 @@ Cq* IbvNode::CreateCq(uint32_t capacity, bool ignore_overrun) {
   // An "ignore overrun" CQ is still drained by the poller (upstream verbs
   // cannot ignore overruns), so give it room for bursts.
   const int cqe = std::min<int>(dev_.attr.max_cqe, std::max<uint32_t>(capacity, 256));
-  ibv_cq* cq = ibv_create_cq(dev_.ctx, cqe, nullptr, nullptr, 0);
+  ibv_cq* cq = ibv_create_cq(dev_.ctx, cqe, nullptr, channel_, 0);
   if (!cq) throw VerbsError(errno, "ibv_create_cq on node '" + name_ + "': " + strerror(errno));
   cqs_.push_back(std::make_unique<IbvCq>(this, cq, next_cq_num_++, ignore_overrun));
   return cqs_.back().get();
@@ -145,6 +154,7 @@ void IbvNode::DestroyCq(Cq* cq) {
                                 std::to_string(cq->cq_num()) +
                                 " is still used by a QP or awaited; destroy those first");
   }
+  AckCqEvents();  // else ibv_destroy_cq waits for this CQ's events forever
   if (const int rc = ibv_destroy_cq((*it)->raw()); rc != 0) {
     throw VerbsError(rc, "ibv_destroy_cq on node '" + name_ + "': " + strerror(rc));
   }
@@ -246,6 +256,24 @@ int IbvNode::PumpAsyncEvents() {
   return n;
 }
 
+void IbvNode::AckCqEvents() {
+  ibv_cq* cq = nullptr;
+  void* ctx = nullptr;
+  while (ibv_get_cq_event(channel_, &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
+}
+
+int IbvNode::ArmForSleep() {
+  AckCqEvents();
+  int n = 0;
+  for (auto& c : cqs_) {
+    if (const int rc = ibv_req_notify_cq(c->raw(), 0); rc != 0) {
+      throw VerbsError(rc, "ibv_req_notify_cq on node '" + name_ + "': " + strerror(rc));
+    }
+  }
+  for (auto& c : cqs_) n += c->Pump();
+  return n;
+}
+
 void IbvNode::FlushPosts() {
   for (IbvQp* qp : queued_qps_) qp->Flush();
   queued_qps_.clear();
@@ -297,6 +325,7 @@ IbvCluster::IbvCluster(std::vector<std::string> devices, int gid_index,
                        std::chrono::milliseconds stall_limit)
     : devices_(std::move(devices)), gid_index_(gid_index), stall_limit_(stall_limit) {
   rt_.AddPoller([this] { return PollAll(); });
+  rt_.SetIdleWaiter([this](Ps max_wait_ps) { SleepUntilEvent(max_wait_ps); });
 }
 
 IbvCluster::~IbvCluster() {
@@ -312,6 +341,21 @@ int IbvCluster::PollAll() {
   for (IbvNode* in : local_) in->FlushPosts();
   for (IbvNode* in : local_) n += in->Pump();
   return n;
+}
+
+void IbvCluster::SleepUntilEvent(Ps max_wait_ps) {
+  int found = 0;
+  for (IbvNode* in : local_) found += in->ArmForSleep();
+  if (found > 0) return;
+  sleep_fds_.clear();
+  for (IbvNode* in : local_) {
+    sleep_fds_.push_back({in->event_fd(), POLLIN, 0});
+    sleep_fds_.push_back({in->async_fd(), POLLIN, 0});
+  }
+  const timespec wait = {static_cast<time_t>(max_wait_ps / kPsPerS),
+                         static_cast<long>(max_wait_ps % kPsPerS / 1000)};
+  // EINTR or a timeout: the loop looks again either way.
+  ppoll(sleep_fds_.data(), sleep_fds_.size(), &wait, nullptr);
 }
 
 Node* IbvCluster::AddNode(const NodeConfig& cfg) {

@@ -31,6 +31,8 @@
 // local end and asks the remote owner to connect its end (see bootstrap/).
 #pragma once
 
+#include <poll.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -117,12 +119,17 @@ class IbvCluster : public Cluster {
 
  private:
   int PollAll();
+  // The runtime's idle waiter: arms every local node's CQs and, if that
+  // found nothing, sleeps in ppoll on their completion channels and
+  // asynchronous-event descriptors for at most `max_wait_ps`.
+  void SleepUntilEvent(Ps max_wait_ps);
   IbvRuntime rt_;
   std::vector<std::string> devices_;
   int gid_index_;
   std::chrono::milliseconds stall_limit_;
   std::vector<std::unique_ptr<Node>> nodes_;
-  std::vector<IbvNode*> local_;  // the nodes_ of this process, polled every loop turn
+  std::vector<IbvNode*> local_;    // the nodes_ of this process, polled every loop turn
+  std::vector<pollfd> sleep_fds_;  // SleepUntilEvent's, kept to not allocate
 };
 
 std::unique_ptr<Backend> MakeIbvBackend(const BackendOptions& opts);

@@ -272,13 +272,26 @@ class IbvNode : public Node {
   void NoteQueued(IbvQp* qp) { queued_qps_.push_back(qp); }
   // Rings every doorbell that WRs wait behind.
   void FlushPosts();
+  // Before the loop sleeps (IbvCluster::SleepUntilEvent): acknowledges the
+  // completion events of the last sleep, arms every CQ for its next
+  // completion and polls them all once, so a completion that came before the
+  // arming is not slept through. Returns what that poll found (0 = safe to
+  // sleep).
+  int ArmForSleep();
+  // The descriptors that become readable on a completion event or an
+  // asynchronous event of this node.
+  int event_fd() const { return channel_->fd; }
+  int async_fd() const { return dev_.ctx->async_fd; }
 
  private:
   int PumpAsyncEvents();
+  void AckCqEvents();
   IbvCluster* cluster_;
   uint32_t id_;
   std::string name_;
   Device dev_;
+  // Every CQ's completion channel (non-blocking; ArmForSleep).
+  ibv_comp_channel* channel_ = nullptr;
   IbvMemory mem_;
   IbvCpu cpu_;
   std::vector<std::unique_ptr<IbvPd>> pds_;

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -76,6 +77,17 @@ void IbvRuntime::CheckStall(bool first, std::chrono::steady_clock::time_point* i
   }
 }
 
+void IbvRuntime::Sleep() {
+  constexpr Ps kMaxSleepPs = 50 * kPsPerMs;  // async events and stall checks
+  Ps wait = kMaxSleepPs;
+  if (!timers_.empty()) {
+    const Ps t = now();
+    if (timers_.top().t <= t) return;
+    wait = std::min(wait, timers_.top().t - t);
+  }
+  idle_waiter_(wait);
+}
+
 void IbvRuntime::Run(Task<void> task, std::chrono::milliseconds stall_limit) {
   bool done = false;
   auto wrapper = [](Task<void> t, bool* flag) -> Task<void> {
@@ -83,24 +95,37 @@ void IbvRuntime::Run(Task<void> task, std::chrono::milliseconds stall_limit) {
     *flag = true;
   };
   Spawn(wrapper(std::move(task), &done));
-  // The clock is read only while idle, every 1024 turns: on every busy turn it
-  // would be costly where clock_gettime is a system call (a TCG guest's HPET
-  // clocksource). The stall window thus starts up to 1024 idle turns late.
+  // The clock is read only while idle, every 1024 turns or after a sleep: on
+  // every busy turn it would be costly where clock_gettime is a system call
+  // (a TCG guest's HPET clocksource). The stall window thus starts up to
+  // 1024 idle turns late.
   std::chrono::steady_clock::time_point idle_since;
-  uint64_t idle_turns = 0;
+  uint64_t idle_turns = 0;   // turns in a row without progress
+  uint64_t quiet_turns = 0;  // turns since the last completion or event
+  bool window_open = false;
   while (!done && !exception_) {
-    int progress = RunReady();
-    for (auto& p : pollers_) progress += p();
+    const int ran = RunReady();
+    int polled = 0;
+    for (auto& p : pollers_) polled += p();
     FireTimers();  // a timer's coroutine counts as progress when it runs next turn
-    if (progress > 0) {
+    quiet_turns = polled > 0 ? 0 : quiet_turns + 1;
+    if (ran + polled > 0) {
       idle_turns = 0;
+      window_open = false;
       continue;
     }
     if (ready_.empty() && timers_.empty() && roots_.empty()) break;
-    // Spin briefly, then yield every turn: on Soft-RoCE the kernel does the
-    // NIC's work and needs the CPU this loop would otherwise burn.
-    if (++idle_turns > spin_turns_) sched_yield();
-    if (idle_turns % 1024 == 0) CheckStall(idle_turns == 1024, &idle_since, stall_limit);
+    ++idle_turns;
+    const bool sleep = idle_waiter_ && quiet_turns > spin_turns_;
+    if (sleep) {
+      Sleep();
+    } else if (idle_turns > spin_turns_) {
+      sched_yield();
+    }
+    if (sleep || idle_turns % 1024 == 0) {
+      CheckStall(!window_open, &idle_since, stall_limit);
+      window_open = true;
+    }
   }
   if (exception_) {
     auto e = exception_;

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -92,13 +93,21 @@ class Daemon {
   // coroutines (the RPC workers run on the same loop).
   Task<void> Serve() {
     fabric::Runtime& rt = cluster_.runtime();
+    Ps look_every_ps = kFirstLookPs;
     while (!stop_) {
+      bool busy = false;
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK);
-      if (fd >= 0) conns_.push_back(std::make_unique<LineConn>(fd));
+      if (fd >= 0) {
+        conns_.push_back(std::make_unique<LineConn>(fd));
+        busy = true;
+      }
       for (size_t i = 0; i < conns_.size();) {
         std::string line;
         bool closed = false;
-        while (conns_[i]->TryReadLine(&line, &closed)) co_await Handle(*conns_[i], line);
+        while (conns_[i]->TryReadLine(&line, &closed)) {
+          busy = true;
+          co_await Handle(*conns_[i], line);
+        }
         if (closed) {
           rights_.erase(conns_[i].get());
           conns_.erase(conns_.begin() + static_cast<long>(i));
@@ -106,12 +115,17 @@ class Daemon {
           ++i;
         }
       }
-      // Setup traffic is rare: look at the sockets every 20 us of wall time
-      // (the daemon only runs on ibv) and let the RPC workers run meanwhile.
-      co_await rt.SleepFor(20 * kPsPerUs);
+      // Setup traffic is rare and comes in bursts: look at the sockets 20 us
+      // after a line came, then half as often each quiet look, down to every
+      // 2 ms, so that an idle daemon's loop sleeps (IbvRuntime) and leaves
+      // the CPU to the CNs and, on Soft-RoCE, to the kernel's NIC work.
+      look_every_ps = busy ? kFirstLookPs : std::min(2 * look_every_ps, kLastLookPs);
+      co_await rt.SleepFor(look_every_ps);
     }
     close(listen_fd_);
   }
+  static constexpr Ps kFirstLookPs = 20 * kPsPerUs;
+  static constexpr Ps kLastLookPs = 2 * kPsPerMs;
 
   Task<void> Handle(LineConn& c, const std::string& line) {
     if (opts_.verbose) std::cerr << "mn <- " << line << std::endl;

@@ -4,7 +4,10 @@
 # `dmbench cn` processes on rxe1 allocating, freeing and reading concurrently.
 # Passes when both CNs finish without a failed operation, the daemon handed
 # them disjoint CN indexes (no NOT_OWNER), holds no chunk afterwards, and exits
-# cleanly on `shutdown`.
+# cleanly on `shutdown`. Left idle, the daemon sleeps (IbvRuntime's idle
+# waiter and its bootstrap look backing off to every 2 ms): it uses under 30%
+# of a core over 2 s, where a spinning loop uses all of one, and still
+# answers at once.
 set -u
 B=${1:?usage: two-cn-processes.sh BUILD_DIR}
 D=$B/cli/dmbench
@@ -30,6 +33,16 @@ for i in 1 2; do
 done
 [ $r1 = 0 ] && [ $r2 = 0 ] || { cat "$dir"/cn*.err >&2; fail "cn exit codes $r1 and $r2"; }
 if grep -q '"failures": [1-9]' "$dir"/cn*.json; then fail "a CN saw failed operations"; fi
+
+# CPU ticks (user + system) of the daemon, the child of `timeout`.
+ticks() { awk '{ print $14 + $15 }' "/proc/$(pgrep -P "$mn" | head -1)/stat"; }
+sleep 1   # past the loop's spin (4096 turns without a completion)
+t0=$(ticks)
+sleep 2
+t1=$(ticks)
+hz=$(getconf CLK_TCK)
+echo "idle daemon: $((t1 - t0)) CPU ticks in 2 s ($hz a second)"
+[ $((t1 - t0)) -lt $((2 * hz * 30 / 100)) ] || fail "the idle daemon used $((t1 - t0)) of $((2 * hz)) ticks: it does not sleep"
 
 exec 3<>"/dev/tcp/127.0.0.1/$port" || fail "cannot reach the daemon for stats"
 echo stats >&3
