@@ -482,10 +482,15 @@ bool IbvQp::FillWr(const SendWr& wr, ibv_send_wr* w) {
 
 // A WR the provider took (or the queue holds): its SQ index, caller's wr_id
 // and opcode for the completion, and the QP's counters.
-void IbvQp::Accept(const SendWr& wr, uint64_t* wqe_index) {
+uint64_t IbvQp::Record(uint64_t wr_id, Opcode op) {
   const uint64_t index = sq_next_++;
-  SqMeta(index) = Meta{wr.wr_id, wr.opcode};
+  SqMeta(index) = Meta{wr_id, op};
   ++counters_.send_wrs_executed;
+  return index;
+}
+
+void IbvQp::Accept(const SendWr& wr, uint64_t* wqe_index) {
+  const uint64_t index = Record(wr.wr_id, wr.opcode);
   if (wr.opcode != Opcode::kRead && wr.opcode != Opcode::kBindMw) {
     for (const Sge& s : wr.sg_list) counters_.bytes_sent += s.length;
   }
@@ -597,9 +602,7 @@ int IbvQp::BindMw(Mw* mw, uint64_t wr_id, Mr* mr, uint64_t addr, uint64_t length
   const int rc = ibv_bind_mw(qp_, m->raw(), &b);
   if (rc != 0) return rc;
   m->last_mr = r;
-  SqMeta(sq_next_) = Meta{wr_id, Opcode::kBindMw};
-  ++sq_next_;
-  ++counters_.send_wrs_executed;
+  Record(wr_id, Opcode::kBindMw);
   return 0;
 }
 

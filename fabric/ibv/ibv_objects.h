@@ -206,6 +206,9 @@ class IbvQp : public Qp {
   void ModifyRaw(QpState target, const QpAddr* peer);
   bool CanQueue(Opcode op, size_t num_sge) const;
   static bool FillWr(const SendWr& wr, ibv_send_wr* w);
+  // A WR the provider took: its metadata at the next SQ index (returned), and
+  // the counters. Accept adds a SendWr's bytes and reports the index.
+  uint64_t Record(uint64_t wr_id, Opcode op);
   void Accept(const SendWr& wr, uint64_t* wqe_index);
   int PostNow(ibv_send_wr* w);
   int PostBind(const SendWr& wr, uint64_t* wqe_index);
