@@ -50,6 +50,42 @@ TEST(EventQueue, PopsInTimeThenPushOrderLikeTheBinaryHeap) {
   EXPECT_GT(popped, 50000u);
 }
 
+// The simulator peeks (min_time) before it pops, and a FIFO event of the
+// current instant may then schedule one between now and the heap's minimum;
+// with 30,000 events pending over times far apart, the order is still the
+// reference's. A monotone queue (a radix heap) must get this right: its
+// floor is the last key popped, not the minimum it was asked for.
+TEST(EventQueue, APushBelowAPeekedMinimumAndWideTimesKeepTheOrder) {
+  std::mt19937_64 rng(11);
+  EventQueue q;
+  std::vector<Ref> ref;
+  uint64_t pushed = 0;
+  Ps now = 0;
+  auto push = [&](Ps t) {
+    q.Push({t, nullptr, nullptr, pushed, 0});
+    ref.push_back({t, pushed++});
+    std::push_heap(ref.begin(), ref.end(), std::greater<>{});
+  };
+  for (int i = 0; i < 30000; ++i) push(1 + static_cast<Ps>(rng() % (1ull << 40)));
+  for (int step = 0; step < 400000 && !ref.empty(); ++step) {
+    ASSERT_EQ(q.min_time(), ref.front().t);
+    if (rng() % 3 == 0) {  // at now, just after now, or anywhere up to far beyond the minimum
+      const Ps span = std::max<Ps>(1, ref.front().t - now);
+      const uint64_t r = rng() % 4;
+      push(r == 0 ? now : now + 1 + static_cast<Ps>(rng() % (r == 1 ? span : 4 * span)));
+      continue;
+    }
+    std::pop_heap(ref.begin(), ref.end(), std::greater<>{});
+    const Ref want = ref.back();
+    ref.pop_back();
+    const EventQueue::Event got = q.Pop();
+    ASSERT_EQ(got.t, want.t) << "step " << step;
+    ASSERT_EQ(got.arg, want.seq) << "step " << step;
+    now = got.t;
+  }
+  EXPECT_EQ(q.size(), ref.size());
+}
+
 TEST(EventQueue, ClearDropsEverythingAndTheQueueStaysUsable) {
   EventQueue q;
   for (int i = 0; i < 10; ++i) q.Push({Ps{10 - i}, nullptr, nullptr, static_cast<uint64_t>(i), 0});
