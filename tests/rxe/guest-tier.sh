@@ -15,6 +15,7 @@
 # access-vs-perftest.json, cmp/ROUND/.
 # Exit status: ctest's (a perftest failure is reported but does not change it).
 # Env: RXE_ALLOW_EMPTY=1, RXE_TEST_TIMEOUT (per test, default 300 s), RXE_CMP_RUNS (3),
+#      RXE_CTEST_JOBS (tests at once, default: the guest's vCPUs),
 #      RXE_CTEST_ARGS (extra ctest arguments, e.g. "-R ibv_").
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -34,8 +35,11 @@ export DMB_RXE_REQUIRED=1   # here the devices must exist: a skip would hide a b
 n=$(ctest --test-dir "$B" -L rxe -N ${RXE_CTEST_ARGS:-} | awk '/^Total Tests:/ { print $3 }')
 if [ "${n:-0}" -gt 0 ]; then
   # --timeout only covers tests without their own TIMEOUT property.
+  # Side by side, one per vCPU: each test starts its own daemons on ports the
+  # kernel picks, and the conformance suite (two thirds of the time) waits
+  # on round trips more than it computes.
   ctest --test-dir "$B" -L rxe --output-on-failure --timeout "${RXE_TEST_TIMEOUT:-300}" \
-    --output-log "$B/rxe/ctest.log" ${RXE_CTEST_ARGS:-}
+    -j "${RXE_CTEST_JOBS:-$(nproc)}" --output-log "$B/rxe/ctest.log" ${RXE_CTEST_ARGS:-}
   rc=$?
 elif [ "${RXE_ALLOW_EMPTY:-0}" = 1 ]; then
   echo "guest-tier: no tests labelled 'rxe'${RXE_CTEST_ARGS:+ matching $RXE_CTEST_ARGS} in $B (allowed: RXE_ALLOW_EMPTY=1)"
