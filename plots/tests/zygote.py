@@ -2,7 +2,7 @@
 """A fork server for plots/tests/run.sh: pandas and matplotlib imported once.
 
 run.sh runs the plot scripts about 70 times; a fresh interpreter spends about
-1.3 s of each run importing pandas and matplotlib, most of the test's time.
+a second of each run importing pandas and matplotlib, half the test's time.
 The server imports them once; each script then runs in a child forked from
 that state, so every run starts where a new interpreter would after those
 imports, and nothing one script does reaches the next.
