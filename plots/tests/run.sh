@@ -63,41 +63,40 @@ if ! python_deps_ok; then
 fi
 
 # Every script below runs in a child of plots/tests/zygote.py, which imported
-# pandas and matplotlib once (1.3 s a run otherwise, most of this test's time):
-# `pyz` takes python3's place. NO_ZYGOTE=1 runs a fresh python3 each time.
-pyz() { "$py" "$here/zygote.py" run "$tmp/zygote.sock" "$@"; }
+# pandas and matplotlib once (about a second a run otherwise, half of this
+# test's time): from here on "$py" is `pyz`. NO_ZYGOTE=1 runs a fresh python3
+# each time.
+py_bin=$py
+pyz() { "$py_bin" "$here/zygote.py" run "$tmp/zygote.sock" "$@"; }
 if [ "${NO_ZYGOTE:-0}" != 1 ]; then
-  "$py" "$here/zygote.py" serve "$tmp/zygote.sock" 2>"$tmp/zygote.err" &
+  "$py_bin" "$here/zygote.py" serve "$tmp/zygote.sock" 2>"$tmp/zygote.err" &
   zpid=$!
   trap 'kill $zpid 2>/dev/null; [ "${KEEP:-0}" = 1 ] || rm -rf "$tmp"' EXIT
   for _ in $(seq 100); do [ -S "$tmp/zygote.sock" ] && break; sleep 0.1; done
   if [ -S "$tmp/zygote.sock" ] && pyz - <<<'import sys; sys.exit(7)'; [ $? = 7 ]; then
-    py_run=pyz
+    py=pyz
   else
     echo "note: zygote.py did not start; every script runs in a fresh python3"
     sed 's/^/     | /' "$tmp/zygote.err" | tail -5
-    py_run=$py
   fi
-else
-  py_run=$py
 fi
 
 res="$tmp/results"
-run "make_fixtures.py" "$py_run" "$here/make_fixtures.py" "$res"
+run "make_fixtures.py" "$py" "$here/make_fixtures.py" "$res"
 
 # --help of every script
 for s in figure-10.py offload-qps.py primitives.py figure-6.py figure-7.py results_readme.py; do
-  run "$s --help" "$py_run" "$plots/$s" --help
+  run "$s --help" "$py" "$plots/$s" --help
   grep -q -- "--results" "$tmp/out.log" || fail "$s --help does not mention --results"
 done
 
 # Every figure from the fixtures, into its results directory (the default --out).
-run "figure-10.py" "$py_run" "$plots/figure-10.py" --results "$res/figure-10"
+run "figure-10.py" "$py" "$plots/figure-10.py" --results "$res/figure-10"
 # A cluster run's CSV: ODRP skipped by capability (`skipped` column, no metrics)
 # gets no bar and is named under the panels, never silently dropped.
 mkdir -p "$tmp/skipped/figure-10"
 cp "$res/figure-10/compare.csv" "$res/figure-10/meta.json" "$tmp/skipped/figure-10/"
-"$py_run" - "$res/figure-10/figure-10.csv" "$tmp/skipped/figure-10/figure-10.csv" <<'PY'
+"$py" - "$res/figure-10/figure-10.csv" "$tmp/skipped/figure-10/figure-10.csv" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 cols = list(rows[0].keys()) + ["skipped"]
@@ -113,20 +112,20 @@ with open(sys.argv[2], "w", newline="") as f:
                 r[m] = ""
         w.writerow(r)
 PY
-run "figure-10.py, ODRP skipped" "$py_run" "$plots/figure-10.py" --results "$tmp/skipped/figure-10"
+run "figure-10.py, ODRP skipped" "$py" "$plots/figure-10.py" --results "$tmp/skipped/figure-10"
 if grep -q "Not run on this backend: odrp access: needs cross_channel" "$tmp/err.log"; then
   pass "figure-10.py names the skipped approach"
 else
   fail "figure-10.py does not name the skipped ODRP rows"; sed 's/^/     | /' "$tmp/err.log" | head -5
 fi
 nonempty "$tmp/skipped/figure-10/figure-10.png"
-run "offload-qps.py" "$py_run" "$plots/offload-qps.py" --results "$res/offload-qps"
-run "primitives.py" "$py_run" "$plots/primitives.py" --results "$res/primitives"
-run "figure-6.py" "$py_run" "$plots/figure-6.py" --results "$res/figure-6"
+run "offload-qps.py" "$py" "$plots/offload-qps.py" --results "$res/offload-qps"
+run "primitives.py" "$py" "$plots/primitives.py" --results "$res/primitives"
+run "figure-6.py" "$py" "$plots/figure-6.py" --results "$res/figure-6"
 if grep -q "warning" "$tmp/err.log"; then
   fail "figure-6.py warns on complete input"; sed 's/^/     | /' "$tmp/err.log" | head -5
 fi
-run "figure-7.py" "$py_run" "$plots/figure-7.py" --results "$res/figure-7"
+run "figure-7.py" "$py" "$plots/figure-7.py" --results "$res/figure-7"
 if grep -q "warning" "$tmp/err.log"; then
   fail "figure-7.py warns on complete input"; sed 's/^/     | /' "$tmp/err.log" | head -5
 fi
@@ -143,10 +142,10 @@ done
 # The swap figures on their own fixtures (kept apart: results_readme's counts
 # above are for the other figures). Each draws, and refuses corrupted runs.
 sw="$tmp/swap"
-run "make_swap_fixtures.py" "$py_run" "$here/make_swap_fixtures.py" "$sw"
+run "make_swap_fixtures.py" "$py" "$here/make_swap_fixtures.py" "$sw"
 for n in figure-2 figure-9 ablation figure-8 scale-invariance pager-lanes; do
-  run "$n.py --help" "$py_run" "$plots/$n.py" --help
-  run "$n.py" "$py_run" "$plots/$n.py" --results "$sw/$n"
+  run "$n.py --help" "$py" "$plots/$n.py" --help
+  run "$n.py" "$py" "$plots/$n.py" --results "$sw/$n"
   if grep -q "warning" "$tmp/err.log"; then
     fail "$n.py warns on complete input"; sed 's/^/     | /' "$tmp/err.log" | head -5
   fi
@@ -154,16 +153,16 @@ for n in figure-2 figure-9 ablation figure-8 scale-invariance pager-lanes; do
 done
 sed -i 's/,0,\([^,]*\)$/,3,\1/' "$sw/figure-2/figure-2.csv"
 expect_error "figure-2.py with stamp mismatches" "swapped in corrupted pages" \
-  "$py_run" "$plots/figure-2.py" --results "$sw/figure-2"
+  "$py" "$plots/figure-2.py" --results "$sw/figure-2"
 
 # figure-6 --value: one value size into figure-6-SIZE.{png,pdf}; an absent one is an error.
-run "figure-6.py --value 256B" "$py_run" "$plots/figure-6.py" --results "$res/figure-6" --value 256B
+run "figure-6.py --value 256B" "$py" "$plots/figure-6.py" --results "$res/figure-6" --value 256B
 nonempty "$res/figure-6/figure-6-256B.png" "$res/figure-6/figure-6-256B.pdf"
 expect_error "figure-6.py --value 4KB (not run)" "no rows with value_bytes=4096" \
-  "$py_run" "$plots/figure-6.py" --results "$res/figure-6" --value 4KB
+  "$py" "$plots/figure-6.py" --results "$res/figure-6" --value 4KB
 
 # The key-value helpers of figure-6 and figure-7 (kv_common.py): approach keys, sizes.
-run "kv_common.py helpers" "$py_run" - <<PYEOF
+run "kv_common.py helpers" "$py" - <<PYEOF
 import sys
 sys.path.insert(0, "$plots")
 import kv_common as kv
@@ -178,7 +177,7 @@ assert kv.parse_size("512B") == 512 and kv.parse_size("32KB") == 32768
 PYEOF
 
 # --out elsewhere; the same figure twice gives the same bytes (no timestamps).
-run "figure-10.py --out" "$py_run" "$plots/figure-10.py" --results "$res/figure-10" --out "$tmp/out"
+run "figure-10.py --out" "$py" "$plots/figure-10.py" --results "$res/figure-10" --out "$tmp/out"
 nonempty "$tmp/out/figure-10.png" "$tmp/out/figure-10.pdf"
 if cmp -s "$tmp/out/figure-10.pdf" "$res/figure-10/figure-10.pdf" &&
    cmp -s "$tmp/out/figure-10.png" "$res/figure-10/figure-10.png"; then
@@ -186,7 +185,7 @@ if cmp -s "$tmp/out/figure-10.pdf" "$res/figure-10/figure-10.pdf" &&
 else
   fail "figure-10 differs between two runs on the same input"
 fi
-run "figure-6.py --out" "$py_run" "$plots/figure-6.py" --results "$res/figure-6" --out "$tmp/out"
+run "figure-6.py --out" "$py" "$plots/figure-6.py" --results "$res/figure-6" --out "$tmp/out"
 if cmp -s "$tmp/out/figure-6.pdf" "$res/figure-6/figure-6.pdf" &&
    cmp -s "$tmp/out/figure-6.png" "$res/figure-6/figure-6.png"; then
   pass "figure-6 is byte-for-byte reproducible"
@@ -197,7 +196,7 @@ fi
 # alloc-rate (its own directory: the README counts below are the five above).
 ar="$tmp/ar/alloc-rate"
 mkdir -p "$ar"
-"$py_run" - "$ar" <<'EOF'
+"$py" - "$ar" <<'EOF'
 import csv, sys
 d = sys.argv[1]
 cols = ["figure", "system", "variant", "op", "threads", "cns", "mn_cores", "seed", "knobs",
@@ -219,24 +218,24 @@ with open(f"{d}/compare.csv", "w", newline="") as f:
             "verdict,where,note\n"
             "alloc-rate,rate 24,onesided_mw,sep,alloc,24,,,kops,1067,275,0.258,miss,x,\n")
 EOF
-run "alloc-rate.py --help" "$py_run" "$plots/alloc-rate.py" --help
+run "alloc-rate.py --help" "$py" "$plots/alloc-rate.py" --help
 grep -q -- "--results" "$tmp/out.log" || fail "alloc-rate.py --help does not mention --results"
-run "alloc-rate.py" "$py_run" "$plots/alloc-rate.py" --results "$ar"
+run "alloc-rate.py" "$py" "$plots/alloc-rate.py" --results "$ar"
 nonempty "$ar/alloc-rate.png" "$ar/alloc-rate.pdf"
-run "alloc-rate.py --out" "$py_run" "$plots/alloc-rate.py" --results "$ar" --out "$tmp/ar-out"
+run "alloc-rate.py --out" "$py" "$plots/alloc-rate.py" --results "$ar" --out "$tmp/ar-out"
 if cmp -s "$tmp/ar-out/alloc-rate.png" "$ar/alloc-rate.png"; then
   pass "alloc-rate is byte-for-byte reproducible"
 else
   fail "alloc-rate differs between two runs on the same input"
 fi
 cut -d, -f1-12 "$ar/alloc-rate.csv" >"$tmp/ar.csv" && mv "$tmp/ar.csv" "$ar/alloc-rate.csv"
-run "alloc-rate.py without kops" "$py_run" "$plots/alloc-rate.py" --results "$ar"
+run "alloc-rate.py without kops" "$py" "$plots/alloc-rate.py" --results "$ar"
 grep -q "warning" "$tmp/err.log" || fail "alloc-rate.py: no warning without a kops column"
 
 # offload-model: one bar per profile; an unknown profile is named, not drawn.
 om="$tmp/om/offload-model"
 mkdir -p "$om"
-"$py_run" - "$om" <<'EOF'
+"$py" - "$om" <<'EOF'
 import csv, sys
 d = sys.argv[1]
 cols = ["figure", "system", "variant", "op", "io", "threads", "cns", "mn_cores", "seed",
@@ -263,8 +262,8 @@ with open(f"{d}/compare.csv", "w", newline="") as f:
             "offload-model,alloc 24,onesided_mw,sep,alloc,24,profile,cx5,lat_us_mean,22.5,62,"
             "2.76,miss,x,\n")
 EOF
-run "offload-model.py --help" "$py_run" "$plots/offload-model.py" --help
-run "offload-model.py" "$py_run" "$plots/offload-model.py" --results "$om"
+run "offload-model.py --help" "$py" "$plots/offload-model.py" --help
+run "offload-model.py" "$py" "$plots/offload-model.py" --results "$om"
 nonempty "$om/offload-model.png" "$om/offload-model.pdf"
 grep -q "cx6" "$tmp/err.log" || fail "offload-model.py: the unknown profile cx6 is not named"
 
@@ -272,7 +271,7 @@ grep -q "cx6" "$tmp/err.log" || fail "offload-model.py: the unknown profile cx6 
 # bench_meta.py's meta.json, in a results root of their own; the README section.
 ss="$tmp/ss"
 mkdir -p "$ss/simulator-speed"
-"$py_run" - "$ss/simulator-speed" <<'EOF'
+"$py" - "$ss/simulator-speed" <<'EOF'
 import json, sys
 d = sys.argv[1]
 cases = [("BM_ReadPingPong", 2.1e6, 3.6e7, 4.0), ("BM_Read288QpsDepth24", 1.4e6, 6.4e6, 4.92),
@@ -293,37 +292,37 @@ with open(f"{d}/meta.json", "w") as f:
                    generated_at="2026-11-26T06:00:12Z"), f, indent=2)
 EOF
 for s in simulator_speed.py bench_meta.py; do
-  run "$s --help" "$py_run" "$plots/$s" --help
+  run "$s --help" "$py" "$plots/$s" --help
 done
-run "simulator_speed.py" "$py_run" "$plots/simulator_speed.py" --results "$ss/simulator-speed"
+run "simulator_speed.py" "$py" "$plots/simulator_speed.py" --results "$ss/simulator-speed"
 nonempty "$ss/simulator-speed/simulator-speed.png" "$ss/simulator-speed/simulator-speed.pdf"
-run "simulator_speed.py --out" "$py_run" "$plots/simulator_speed.py" \
+run "simulator_speed.py --out" "$py" "$plots/simulator_speed.py" \
   --results "$ss/simulator-speed" --out "$tmp/ss-out"
 if cmp -s "$tmp/ss-out/simulator-speed.png" "$ss/simulator-speed/simulator-speed.png"; then
   pass "simulator-speed is byte-for-byte reproducible"
 else
   fail "simulator-speed differs between two runs on the same input"
 fi
-run "bench_meta.py" "$py_run" "$plots/bench_meta.py" --bench "$ss/simulator-speed/simulator-speed.json" \
+run "bench_meta.py" "$py" "$plots/bench_meta.py" --bench "$ss/simulator-speed/simulator-speed.json" \
   --build "$tmp/no-build" --start 0 --out "$tmp/ss-meta.json"
 for want in '"git_sha"' '"dirty"' '"host": "fixture"' '"cores": 2' '"build_type"' '"wall_s"'; do
   grep -qF -- "$want" "$tmp/ss-meta.json" || fail "bench_meta.py: meta.json lacks $want"
 done
-run "results_readme.py, simulator-speed" "$py_run" "$plots/results_readme.py" --results "$ss"
+run "results_readme.py, simulator-speed" "$py" "$plots/results_readme.py" --results "$ss"
 for want in "## simulator-speed: Simulator speed" "(simulator-speed/simulator-speed.png)" \
             "| 288 QPs × 24 | 1,400,000 | 6,400,000 | 0.22 | 4.92 | met |" \
             "| 0.06 | 4.00 | **short** |" "model / bare ≥ 0.2 in 1 of 4 case(s)" \
             "Overall: 0 hit, 0 miss." "build Release"; do
   grep -qF -- "$want" "$ss/README.md" || fail "README.md (simulator-speed) lacks '$want'"
 done
-"$py_run" - "$ss/simulator-speed/simulator-speed.json" <<'EOF'
+"$py" - "$ss/simulator-speed/simulator-speed.json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 d["benchmarks"][3].update(error_occurred=True, error_message="allocations failed")
 del d["benchmarks"][1]["bare_wr_per_s"]
 json.dump(d, open(sys.argv[1], "w"))
 EOF
-run "simulator_speed.py, a failed and an incomplete case" "$py_run" "$plots/simulator_speed.py" \
+run "simulator_speed.py, a failed and an incomplete case" "$py" "$plots/simulator_speed.py" \
   --results "$ss/simulator-speed"
 grep -qF "BM_OneSidedMwAllocStorm/min_time:1.000 failed (allocations failed)" "$tmp/err.log" ||
   fail "simulator_speed.py does not name the failed case"
@@ -331,10 +330,10 @@ grep -qF "BM_Read288QpsDepth24/min_time:1.000 lacks bare_wr_per_s" "$tmp/err.log
   fail "simulator_speed.py does not name the incomplete case"
 expect_error "simulator_speed.py, no JSON" \
   "simulator-speed.json not found: run \`make bench\` first" \
-  "$py_run" "$plots/simulator_speed.py" --results "$tmp/nowhere/simulator-speed"
+  "$py" "$plots/simulator_speed.py" --results "$tmp/nowhere/simulator-speed"
 
 # README from every compare.csv and meta.json.
-run "results_readme.py" "$py_run" "$plots/results_readme.py" --results "$res"
+run "results_readme.py" "$py" "$plots/results_readme.py" --results "$res"
 nonempty "$res/README.md"
 for want in "make figures" "## figure-10" "## offload-qps" "## primitives" "## figure-6" "## figure-7" \
             "6 hit, 2 miss, 1 no data" "2 hit, 0 miss" "Overall: 24 hit, 5 miss, 3 no data." "(figure-10/figure-10.png)" \
@@ -344,7 +343,7 @@ for want in "make figures" "## figure-10" "## offload-qps" "## primitives" "## f
   grep -qF -- "$want" "$res/README.md" || fail "README.md lacks '$want'"
 done
 cp "$res/README.md" "$tmp/README.first"
-run "results_readme.py again" "$py_run" "$plots/results_readme.py" --results "$res"
+run "results_readme.py again" "$py" "$plots/results_readme.py" --results "$res"
 cmp -s "$res/README.md" "$tmp/README.first" && pass "README.md is deterministic" ||
   fail "README.md differs between two runs"
 
@@ -353,7 +352,7 @@ cmp -s "$res/README.md" "$tmp/README.first" && pass "README.md is deterministic"
 deg="$tmp/degraded"
 mkdir -p "$deg/figure-10" "$deg/offload-qps" "$deg/primitives" "$deg/figure-6" "$deg/figure-7"
 cp "$res/figure-10/figure-10.csv" "$deg/figure-10/"
-"$py_run" - "$res" "$deg" <<'EOF'
+"$py" - "$res" "$deg" <<'EOF'
 import csv, sys
 res, deg = sys.argv[1], sys.argv[2]
 def rewrite(src, dst, drop=(), keep=lambda r: True):
@@ -391,13 +390,13 @@ cp "$res/figure-7/compare.csv" "$deg/figure-7/"
 cp "$res/offload-qps/compare.csv" "$deg/offload-qps/"   # compare but no meta.json
 printf 'figure,label\n' >"$deg/primitives/compare.csv"  # a compare.csv with no rows
 for n in figure-10 offload-qps primitives figure-6 figure-7; do
-  run "$n.py on degraded input" "$py_run" "$plots/$n.py" --results "$deg/$n"
+  run "$n.py on degraded input" "$py" "$plots/$n.py" --results "$deg/$n"
   grep -q "warning" "$tmp/err.log" || fail "$n.py: no warning on degraded input"
   grep -q "Traceback" "$tmp/err.log" && fail "$n.py: a Python traceback on degraded input"
   nonempty "$deg/$n/$n.png" "$deg/$n/$n.pdf"
 done
 mkdir -p "$deg/empty-experiment"                        # ignored by the README
-run "results_readme.py on degraded input" "$py_run" "$plots/results_readme.py" --results "$deg"
+run "results_readme.py on degraded input" "$py" "$plots/results_readme.py" --results "$deg"
 nonempty "$deg/README.md"
 grep -qF "No compare.csv" "$deg/README.md" || fail "README.md: missing compare.csv not reported"
 grep -qF "meta.json: missing" "$deg/README.md" || fail "README.md: missing meta.json not reported"
@@ -405,44 +404,44 @@ grep -qF "meta.json: missing" "$deg/README.md" || fail "README.md: missing meta.
 # Errors: clear message, non-zero exit, no traceback.
 expect_error "figure-10.py, no CSV" \
   "figure-10.csv not found: run \`make figure-10\` first" \
-  "$py_run" "$plots/figure-10.py" --results "$tmp/nowhere/figure-10"
+  "$py" "$plots/figure-10.py" --results "$tmp/nowhere/figure-10"
 expect_error "offload-qps.py, no CSV" \
   "offload-qps.csv not found: run \`make offload-qps\` first" \
-  "$py_run" "$plots/offload-qps.py" --results "$tmp/nowhere/offload-qps"
+  "$py" "$plots/offload-qps.py" --results "$tmp/nowhere/offload-qps"
 expect_error "primitives.py, no CSV" \
   "primitives.csv not found: run \`make primitives\` first" \
-  "$py_run" "$plots/primitives.py" --results "$tmp/nowhere/primitives"
+  "$py" "$plots/primitives.py" --results "$tmp/nowhere/primitives"
 expect_error "figure-6.py, no CSV" \
   "figure-6.csv not found: run \`make figure-6\` first" \
-  "$py_run" "$plots/figure-6.py" --results "$tmp/nowhere/figure-6"
+  "$py" "$plots/figure-6.py" --results "$tmp/nowhere/figure-6"
 expect_error "figure-7.py, no CSV" \
   "figure-7.csv not found: run \`make figure-7\` first" \
-  "$py_run" "$plots/figure-7.py" --results "$tmp/nowhere/figure-7"
+  "$py" "$plots/figure-7.py" --results "$tmp/nowhere/figure-7"
 mkdir -p "$tmp/bad/figure-6" "$tmp/bad/figure-7"
 printf 'system,op,lat_us_mean\nstatic_mr,kv,3\n' >"$tmp/bad/figure-6/figure-6.csv"
 expect_error "figure-6.py, no tput_mops column" "missing column(s) tput_mops" \
-  "$py_run" "$plots/figure-6.py" --results "$tmp/bad/figure-6"
+  "$py" "$plots/figure-6.py" --results "$tmp/bad/figure-6"
 printf 'system,op,tput_mops\n' >"$tmp/bad/figure-7/figure-7.csv"
 expect_error "figure-7.py, header only" "has no rows" \
-  "$py_run" "$plots/figure-7.py" --results "$tmp/bad/figure-7"
+  "$py" "$plots/figure-7.py" --results "$tmp/bad/figure-7"
 expect_error "results_readme.py, no results" "not found" \
-  "$py_run" "$plots/results_readme.py" --results "$tmp/nowhere"
+  "$py" "$plots/results_readme.py" --results "$tmp/nowhere"
 mkdir -p "$tmp/bad/figure-10"
 printf 'figure,system,op\n' >"$tmp/bad/figure-10/figure-10.csv"
 expect_error "figure-10.py, no lat_us_mean column" "missing column(s) lat_us_mean" \
-  "$py_run" "$plots/figure-10.py" --results "$tmp/bad/figure-10"
+  "$py" "$plots/figure-10.py" --results "$tmp/bad/figure-10"
 printf 'figure,system,op,lat_us_mean\n' >"$tmp/bad/figure-10/figure-10.csv"
 expect_error "figure-10.py, header only" "has no rows" \
-  "$py_run" "$plots/figure-10.py" --results "$tmp/bad/figure-10"
+  "$py" "$plots/figure-10.py" --results "$tmp/bad/figure-10"
 mkdir -p "$tmp/bad/offload-qps"
 printf 'op,lat_us_mean\naccess,3\n' >"$tmp/bad/offload-qps/offload-qps.csv"
 expect_error "offload-qps.py, no offload_read rows" "no offload_read rows" \
-  "$py_run" "$plots/offload-qps.py" --results "$tmp/bad/offload-qps"
+  "$py" "$plots/offload-qps.py" --results "$tmp/bad/offload-qps"
 expect_error "figure-10.py, bad option" "usage" \
-  "$py_run" "$plots/figure-10.py" --no-such-option
+  "$py" "$plots/figure-10.py" --no-such-option
 
 # style.py: stable keys, labels, colours, fallbacks.
-run "style.py contract" "$py_run" - <<EOF
+run "style.py contract" "$py" - <<EOF
 import sys
 sys.path.insert(0, "$plots")
 import style as S
