@@ -42,7 +42,7 @@ PRESET ?= dev
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build release test test-rxe rxe-tier test-ansible-cluster ansible-cluster-tier calibrate bench format format-check clean \
+.PHONY: deps build release test scale-tests test-rxe rxe-tier test-ansible-cluster ansible-cluster-tier calibrate bench format format-check clean \
         figures runner-build cluster-args
 
 # Every experiment spec is a target: make figure-10, make offload-qps, ...
@@ -66,9 +66,17 @@ release: deps
 	cmake --build --preset release -j $(JOBS)
 
 test: build
-	ctest --test-dir build/$(PRESET) --output-on-failure -j $(JOBS) -LE rxe
+	ctest --test-dir build/$(PRESET) --output-on-failure -j $(JOBS) -LE 'rxe|scale'
+	$(MAKE) --no-print-directory scale-tests
 	$(MAKE) --no-print-directory rxe-tier
 	$(MAKE) --no-print-directory ansible-cluster-tier
+
+# The scale checks (ctest label scale) simulate whole figures at two sizes:
+# numbers, not memory safety, so on the release build (29 s; 185 s sanitized).
+scale-tests: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS) --target kv_scale_test
+	ctest --test-dir build/release --output-on-failure -j $(JOBS) -L scale
 
 # The Ansible cluster tier (tests/ansible/cluster-tier.sh): a guest of its own
 # holds three namespace hosts with their own sshd and Soft-RoCE device, reached
