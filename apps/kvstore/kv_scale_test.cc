@@ -8,14 +8,14 @@
 // 185 s under the sanitizers, so `make test` runs them on the release build
 // (make scale-tests). What they check is numbers; every path they take runs
 // under the sanitizers in kv_workload_test and the conformance suite.
-#include "apps/kvstore/kv_workload.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <iostream>
 #include <map>
 #include <string>
+
+#include "apps/kvstore/kv_workload.h"
 
 namespace dmb::apps::kv {
 namespace {
