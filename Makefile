@@ -79,7 +79,8 @@ test: build
 	$(MAKE) --no-print-directory ansible-cluster-tier
 
 # The scale checks (ctest label scale) simulate whole figures at two sizes:
-# numbers, not memory safety, so on the release build (29 s; 185 s sanitized).
+# numbers, not memory safety, so on the release build (15-17 s at -j2; 185 s
+# sanitized).
 scale-tests: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS) --target kv_scale_test
