@@ -25,110 +25,120 @@ uint32_t IoLen(const CnSide& cn) {
 
 // A former owner keeps (addr, old rkey) after freeing; the chunk goes to a
 // victim who writes a secret. What can the former owner still read?
-TEST_P(Attacks, FormerOwnerOldRkeyAfterReuse) {
-  auto spec = SuiteSpec(GetParam(), 2);
-  if (SystemOf(GetParam()) == "finemem") spec.knobs["regen_period_us"] = "1000";
-  Testbed tb(spec);
-  struct Out {
-    bool same_chunk = false;
-    bool old_key_read_secret_at_once = false;
-    double stale_window_us = -1;  // until the old key was refused
-    int guesses = 0;              // enumeration: tries until the secret was read
-    bool enum_reached = false;
-    bool same_index = false;
-  } out;
-  tb.Run([](Testbed& tb, Out* out) -> Task<void> {
-    CnSide& attacker = tb.cn(0);
-    CnSide& victim = tb.cn(1);
-    AccessGroup* ag = co_await attacker.OpenGroup(1, 1 << 16);
-    AccessGroup* vg = co_await victim.OpenGroup(1, 1 << 16);
-    auto old = co_await attacker.Alloc(*ag);
-    CO_ASSERT_OK(old.status);
-    const Chunk stolen = old.value;
-    CO_ASSERT_OK(co_await attacker.Free(*ag, stolen));
-    const uint32_t len = IoLen(victim);
-    auto& vmem = victim.node()->memory();
-    vmem.Fill(vg->buffer_addr(), 0xC5, len);
-    const bool translated = victim.caps().isolation == Isolation::kTranslated;
-    Result<Chunk> mine;
-    if (translated) {
-      // Chunks name pages through each CN's own table, so the victim's name for
-      // the reused page differs: it takes every page of the pool, writing the
-      // secret into each, and then holds the attacker's old page too.
-      for (;;) {
-        mine = co_await victim.Alloc(*vg);
-        if (!mine.ok()) break;
-        CO_ASSERT_OK(co_await victim.Write(vg->lane(0), mine.value, 0, len, vg->buffer_addr()));
-      }
-      EXPECT_EQ(mine.status.code(), Code::kOutOfMemory) << mine.status.ToString();
-      const auto st = tb.mm().mn().stats();
-      out->same_chunk = st.chunks_in_use == st.chunks_total;
-      CO_ASSERT_TRUE(out->same_chunk);
-    } else {
-      // The victim allocates until it is handed the freed chunk (approaches that
-      // park freed chunks, e.g. delayed unbinding, reuse them later).
-      for (uint64_t i = 0; i <= tb.mm().mn().stats().chunks_total; ++i) {
-        mine = co_await victim.Alloc(*vg);
-        CO_ASSERT_OK(mine.status);
-        if (mine.value.addr == stolen.addr) break;
-      }
-      out->same_chunk = mine.value.addr == stolen.addr;
-      CO_ASSERT_TRUE(out->same_chunk);
-      CO_ASSERT_OK(co_await victim.Write(vg->lane(0), mine.value, 0, len, vg->buffer_addr()));
+struct ReuseOutcome {
+  bool same_chunk = false;
+  bool old_key_read_secret_at_once = false;
+  double stale_window_us = -1;  // until the old key was refused
+  int guesses = 0;              // enumeration: tries until the secret was read
+  bool enum_reached = false;
+  bool same_index = false;
+};
+
+// Reads `len` bytes of chunk `c` with a's lane 0; *got: it read the secret (0xC5).
+Task<Status> ReadSecret(CnSide& a, AccessGroup* g, Chunk c, uint32_t len, bool* got) {
+  a.node()->memory().Fill(g->buffer_addr(), 0, len);
+  Status st = co_await a.Read(g->lane(0), c, 0, len, g->buffer_addr());
+  uint8_t b = 0;
+  a.node()->memory().Read(g->buffer_addr(), &b, 1);
+  *got = st.ok() && b == 0xC5;
+  if (g->lane(0).broken()) (void)co_await a.RecoverLane(g->lane(0));
+  co_return st;
+}
+
+// The victim (CN 1) comes to hold the chunk `stolen` that the attacker freed
+// and writes the secret (vg's buffer) into it; *mine: its last allocation.
+// *ready only if every step succeeded.
+Task<void> VictimTakesFreedChunk(Testbed& tb, AccessGroup* vg, Chunk stolen, uint32_t len,
+                                 Result<Chunk>* mine, ReuseOutcome* out, bool* ready) {
+  CnSide& victim = tb.cn(1);
+  if (victim.caps().isolation == Isolation::kTranslated) {
+    // Chunks name pages through each CN's own table, so the victim's name for
+    // the reused page differs: it takes every page of the pool, writing the
+    // secret into each, and then holds the attacker's old page too.
+    for (;;) {
+      *mine = co_await victim.Alloc(*vg);
+      if (!mine->ok()) break;
+      CO_ASSERT_OK(co_await victim.Write(vg->lane(0), mine->value, 0, len, vg->buffer_addr()));
     }
-    auto& amem = attacker.node()->memory();
-    auto read_secret = [](CnSide& a, AccessGroup* g, Chunk c, uint32_t len,
-                          bool* got) -> Task<Status> {
-      a.node()->memory().Fill(g->buffer_addr(), 0, len);
-      Status st = co_await a.Read(g->lane(0), c, 0, len, g->buffer_addr());
-      uint8_t b = 0;
-      a.node()->memory().Read(g->buffer_addr(), &b, 1);
-      *got = st.ok() && b == 0xC5;
-      if (g->lane(0).broken()) (void)co_await a.RecoverLane(g->lane(0));
-      co_return st;
-    };
-    bool got = false;
-    (void)co_await read_secret(attacker, ag, stolen, len, &got);
-    out->old_key_read_secret_at_once = got;
-    // Stale window: retry the exact old key until it is refused (FineMem's
-    // background regeneration), for at most 1 s of virtual time.
-    const Ps t0 = tb.now();
-    while (got && tb.now() - t0 < kPsPerS) {
-      co_await tb.cluster().runtime().SleepFor(50 * kPsPerUs);
-      (void)co_await read_secret(attacker, ag, stolen, len, &got);
+    EXPECT_EQ(mine->status.code(), Code::kOutOfMemory) << mine->status.ToString();
+    const auto st = tb.mm().mn().stats();
+    out->same_chunk = st.chunks_in_use == st.chunks_total;
+    CO_ASSERT_TRUE(out->same_chunk);
+  } else {
+    // The victim allocates until it is handed the freed chunk (approaches that
+    // park freed chunks, e.g. delayed unbinding, reuse them later).
+    for (uint64_t i = 0; i <= tb.mm().mn().stats().chunks_total; ++i) {
+      *mine = co_await victim.Alloc(*vg);
+      CO_ASSERT_OK(mine->status);
+      if (mine->value.addr == stolen.addr) break;
     }
-    out->stale_window_us = got ? -1 : PsToUs(tb.now() - t0);
-    if (translated) co_return;  // no key to enumerate
-    // Enumeration (OneSidedMW §2.3): same 24-bit index, every 8-bit key.
-    out->same_index = (mine.value.rkeys[0] >> 8) == (stolen.rkeys[0] >> 8);
-    Chunk guess = stolen;
-    for (uint32_t key = 0; key < 256 && !out->enum_reached; ++key) {
-      guess.rkeys.assign(1, (stolen.rkeys[0] & ~0xffu) | key);
-      ++out->guesses;
-      (void)co_await read_secret(attacker, ag, guess, len, &got);
-      out->enum_reached = got;
-    }
-    (void)amem;
-  }(tb, &out));
-  const Isolation iso = tb.mm().caps().isolation;
+    out->same_chunk = mine->value.addr == stolen.addr;
+    CO_ASSERT_TRUE(out->same_chunk);
+    CO_ASSERT_OK(co_await victim.Write(vg->lane(0), mine->value, 0, len, vg->buffer_addr()));
+  }
+  *ready = true;
+}
+
+// The attacker (CN 0) frees a chunk the victim then holds with its secret:
+// does the old key read it at once, how long until it is refused, and does
+// enumerating the key's 8 bits reach it?
+Task<void> StealAfterReuse(Testbed& tb, ReuseOutcome* out) {
+  CnSide& attacker = tb.cn(0);
+  CnSide& victim = tb.cn(1);
+  AccessGroup* ag = co_await attacker.OpenGroup(1, 1 << 16);
+  AccessGroup* vg = co_await victim.OpenGroup(1, 1 << 16);
+  auto old = co_await attacker.Alloc(*ag);
+  CO_ASSERT_OK(old.status);
+  const Chunk stolen = old.value;
+  CO_ASSERT_OK(co_await attacker.Free(*ag, stolen));
+  const uint32_t len = IoLen(victim);
+  victim.node()->memory().Fill(vg->buffer_addr(), 0xC5, len);
+  Result<Chunk> mine;
+  bool ready = false;
+  co_await VictimTakesFreedChunk(tb, vg, stolen, len, &mine, out, &ready);
+  CO_ASSERT_TRUE(ready);
+  bool got = false;
+  (void)co_await ReadSecret(attacker, ag, stolen, len, &got);
+  out->old_key_read_secret_at_once = got;
+  // Stale window: retry the exact old key until it is refused (FineMem's
+  // background regeneration), for at most 1 s of virtual time.
+  const Ps t0 = tb.now();
+  while (got && tb.now() - t0 < kPsPerS) {
+    co_await tb.cluster().runtime().SleepFor(50 * kPsPerUs);
+    (void)co_await ReadSecret(attacker, ag, stolen, len, &got);
+  }
+  out->stale_window_us = got ? -1 : PsToUs(tb.now() - t0);
+  if (victim.caps().isolation == Isolation::kTranslated) co_return;  // no key to enumerate
+  // Enumeration (OneSidedMW §2.3): same 24-bit index, every 8-bit key.
+  out->same_index = (mine.value.rkeys[0] >> 8) == (stolen.rkeys[0] >> 8);
+  Chunk guess = stolen;
+  for (uint32_t key = 0; key < 256 && !out->enum_reached; ++key) {
+    guess.rkeys.assign(1, (stolen.rkeys[0] & ~0xffu) | key);
+    ++out->guesses;
+    (void)co_await ReadSecret(attacker, ag, guess, len, &got);
+    out->enum_reached = got;
+  }
+}
+
+void PrintReuseOutcome(const std::string& param, Isolation iso, const ReuseOutcome& out) {
+  const std::string window = out.stale_window_us < 0 ? std::string("never closed")
+                                                     : std::to_string(out.stale_window_us) + " us";
+  std::cout << "[ " << param << " ] isolation=" << systems::IsolationName(iso);
   if (iso == Isolation::kTranslated) {
-    std::cout << "[ " << GetParam() << " ] isolation=" << systems::IsolationName(iso)
-              << " the victim holds every page (the attacker's old one too): "
+    std::cout << " the victim holds every page (the attacker's old one too): "
               << (out.same_chunk ? "yes" : "no") << "; the attacker's old chunk reads its data: "
-              << (out.old_key_read_secret_at_once ? "yes" : "no") << "; stale window "
-              << (out.stale_window_us < 0 ? std::string("never closed")
-                                          : std::to_string(out.stale_window_us) + " us")
+              << (out.old_key_read_secret_at_once ? "yes" : "no") << "; stale window " << window
               << "; no key to enumerate\n";
   } else {
-    std::cout << "[ " << GetParam() << " ] isolation=" << systems::IsolationName(iso)
-              << " old key reads the new owner's data at once: "
-              << (out.old_key_read_secret_at_once ? "yes" : "no") << "; stale window "
-              << (out.stale_window_us < 0 ? std::string("never closed")
-                                          : std::to_string(out.stale_window_us) + " us")
+    std::cout << " old key reads the new owner's data at once: "
+              << (out.old_key_read_secret_at_once ? "yes" : "no") << "; stale window " << window
               << "; enumeration " << (out.enum_reached ? "reached" : "did not reach")
               << " the data after " << out.guesses
               << " guesses (same key index: " << (out.same_index ? "yes" : "no") << ")\n";
   }
+}
+
+void ExpectReuseOutcome(Isolation iso, const ReuseOutcome& out) {
   switch (iso) {
     case Isolation::kRegion:
       // No revocation: the documented weakness of coarse static MRs.
@@ -159,6 +169,17 @@ TEST_P(Attacks, FormerOwnerOldRkeyAfterReuse) {
       EXPECT_EQ(out.stale_window_us, 0);
       break;
   }
+}
+
+TEST_P(Attacks, FormerOwnerOldRkeyAfterReuse) {
+  auto spec = SuiteSpec(GetParam(), 2);
+  if (SystemOf(GetParam()) == "finemem") spec.knobs["regen_period_us"] = "1000";
+  Testbed tb(spec);
+  ReuseOutcome out;
+  tb.Run(StealAfterReuse(tb, &out));
+  const Isolation iso = tb.mm().caps().isolation;
+  PrintReuseOutcome(GetParam(), iso, out);
+  ExpectReuseOutcome(iso, out);
 }
 
 TEST_P(Attacks, CannotFreeAnotherCnsChunk) {

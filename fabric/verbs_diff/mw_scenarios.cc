@@ -481,9 +481,8 @@ Task<void> Mw1BindOutsideMrFails(Env& env, Transcript& t) {
   t.Expect("b1 state", c.b1.qp->state(), QpState::kErr);
 }
 
-}  // namespace
-
-std::vector<Scenario> MwScenarios() {
+// Type 2: what a bound window lets through, rebinding, LOCAL_INV.
+std::vector<Scenario> Mw2BindAndAccessScenarios() {
   return {
       {"mw2_bound_qp_reads_and_writes",
        "type-2 bind gives the requested rkey; the bound QP can READ and WRITE",
@@ -520,6 +519,12 @@ std::vector<Scenario> MwScenarios() {
          "invalidate_any_qp (MN admin QPs); ConnectX behaviour to be confirmed on hardware"},
         {"rxe", "READ via b1 (window still bound)", "REM_ACCESS_ERR",
          "consequence of the line above: the window was invalidated"}}},
+  };
+}
+
+// Type 2: SEND_WITH_INV, the bind's rules on the MR, atomics, deallocation.
+std::vector<Scenario> Mw2InvalidateAndBindRuleScenarios() {
+  return {
       {"mw2_send_with_inv_invalidates",
        "SEND_WITH_INV invalidates the window; the RECV reports the invalidated rkey",
        Mw2SendWithInvInvalidates,
@@ -554,6 +559,12 @@ std::vector<Scenario> MwScenarios() {
        Mw2BindZeroLengthFails},
       {"mw2_dealloc_then_access_refused", "a deallocated window's rkey is refused",
        Mw2DeallocThenAccessRefused},
+  };
+}
+
+// Type 1: any QP of the PD, rebinding, unbinding, bounds.
+std::vector<Scenario> Mw1Scenarios() {
+  return {
       {"mw1_any_qp_of_pd", "a type-1 window is usable from every QP of its PD", Mw1AnyQpOfPd},
       {"mw1_unbound_refused", "a never-bound type-1 MW's rkey is refused", Mw1UnboundRefused},
       {"mw1_rebind_changes_key",
@@ -577,6 +588,16 @@ std::vector<Scenario> MwScenarios() {
       {"mw1_bind_outside_mr_fails", "a type-1 window reaching past the MR is MW_BIND_ERR",
        Mw1BindOutsideMrFails},
   };
+}
+
+}  // namespace
+
+std::vector<Scenario> MwScenarios() {
+  std::vector<Scenario> all = Mw2BindAndAccessScenarios();
+  for (const auto& part : {Mw2InvalidateAndBindRuleScenarios(), Mw1Scenarios()}) {
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
 }
 
 }  // namespace dmb::verbs_diff

@@ -130,6 +130,41 @@ class AllocChainTest : public SimFixture {
     }
   }
 
+  // Data through `grant`'s windows: a WRITE via access QP 1 that a READ via
+  // access QP 2 returns, and a READ via a QP the CN did not name, refused.
+  void ExpectDataThroughWindows(Cn& cn, const AllocGrant& grant) {
+    cn.node->memory().StoreU64(cn.buf, 0x5eed);
+    WorkCompletion wc =
+        Exec(cn.acc_cn[0], cn.cq, Write(cn.buf, cn.lkey(), 8, grant.base + 64, grant.rkeys[1]));
+    ASSERT_EQ(wc.status, WcStatus::kSuccess) << WcStatusName(wc.status);
+    wc =
+        Exec(cn.acc_cn[1], cn.cq, Read(cn.buf + 64, cn.lkey(), 8, grant.base + 64, grant.rkeys[2]));
+    ASSERT_EQ(wc.status, WcStatus::kSuccess) << WcStatusName(wc.status);
+    EXPECT_EQ(cn.node->memory().LoadU64(cn.buf + 64), 0x5eedu);
+    wc = Exec(cn.other_cn, cn.cq, Read(cn.buf + 128, cn.lkey(), 8, grant.base, grant.rkeys[1]));
+    EXPECT_EQ(wc.status, WcStatus::kRemAccessErr) << "a QP the CN did not name";
+  }
+
+  // The MN unbinds entry's windows as a free would (LOCAL_INV of each key
+  // `grant` holds, from an MN QP that may invalidate any QP's windows).
+  void UnbindAsAFree(uint32_t entry, const AllocGrant& grant) {
+    Cq* inv_cq = mn_->CreateCq(16);
+    QpInitAttr ia;
+    ia.pd = data_pd_;
+    ia.send_cq = inv_cq;
+    ia.recv_cq = inv_cq;
+    ia.invalidate_any_qp = true;
+    Qp* inv = mn_->CreateQp(ia);
+    cluster_->Connect(inv, inv);
+    for (uint32_t k = 0; k < g_; ++k) {
+      SendWr li;
+      li.opcode = Opcode::kLocalInv;
+      li.invalidate_rkey = grant.rkeys[k];
+      ASSERT_EQ(Exec(inv, inv_cq, li).status, WcStatus::kSuccess) << "MW " << k;
+      ASSERT_EQ(Window(entry, k)->state_, SimMw::State::kFree);
+    }
+  }
+
   uint32_t g_ = 3;
   bool recycle_ = false;  // chains re-armed by the CN's requests (AllocChainConfig::recycle)
   Node* mn_ = nullptr;
@@ -433,17 +468,8 @@ TEST_F(AllocChainTest, ARecyclingChainServesFourRoundsOfItsInstancesWithoutTheMn
     EXPECT_EQ(md_->LoadEntry(i).owner_id, OwnerIdOfCn(0)) << "entry " << i;
     EXPECT_EQ(md_->LoadElement(i), 0u) << "claimed element " << i << " zeroed";
   }
-  // Data through a window of the last round: WRITE via access QP 1, READ via 2.
-  const AllocGrant& last = grants.back();
-  cn.node->memory().StoreU64(cn.buf, 0x5eed);
-  WorkCompletion wc =
-      Exec(cn.acc_cn[0], cn.cq, Write(cn.buf, cn.lkey(), 8, last.base + 64, last.rkeys[1]));
-  ASSERT_EQ(wc.status, WcStatus::kSuccess) << WcStatusName(wc.status);
-  wc = Exec(cn.acc_cn[1], cn.cq, Read(cn.buf + 64, cn.lkey(), 8, last.base + 64, last.rkeys[2]));
-  ASSERT_EQ(wc.status, WcStatus::kSuccess) << WcStatusName(wc.status);
-  EXPECT_EQ(cn.node->memory().LoadU64(cn.buf + 64), 0x5eedu);
-  wc = Exec(cn.other_cn, cn.cq, Read(cn.buf + 128, cn.lkey(), 8, last.base, last.rkeys[1]));
-  EXPECT_EQ(wc.status, WcStatus::kRemAccessErr) << "a QP the CN did not name";
+  // Data through a window of the last round.
+  ASSERT_NO_FATAL_FAILURE(ExpectDataThroughWindows(cn, grants.back()));
 
   // No MN CPU after setup, and nothing posted: the WQEs ran again in place.
   EXPECT_EQ(mn_->cpu().busy_ps(), busy) << "recycling must not run on the MN CPU";
@@ -461,21 +487,7 @@ TEST_F(AllocChainTest, ARecyclingChainServesFourRoundsOfItsInstancesWithoutTheMn
   // free would): its windows are free again, and the WQEs of slot 0 still
   // named them until L8 put the placeholders back.
   const uint32_t stale = kAllocs - kK;
-  Cq* inv_cq = mn_->CreateCq(16);
-  QpInitAttr ia;
-  ia.pd = data_pd_;
-  ia.send_cq = inv_cq;
-  ia.recv_cq = inv_cq;
-  ia.invalidate_any_qp = true;
-  Qp* inv = mn_->CreateQp(ia);
-  cluster_->Connect(inv, inv);
-  for (uint32_t k = 0; k < g_; ++k) {
-    SendWr li;
-    li.opcode = Opcode::kLocalInv;
-    li.invalidate_rkey = grants[stale].rkeys[k];
-    ASSERT_EQ(Exec(inv, inv_cq, li).status, WcStatus::kSuccess) << "MW " << k;
-    ASSERT_EQ(Window(stale, k)->state_, SimMw::State::kFree);
-  }
+  ASSERT_NO_FATAL_FAILURE(UnbindAsAFree(stale, grants[stale]));
 
   // Round 6 meets the empty queue: L6 faults and its error completion lets
   // C enable the binds, which fail on the restored rkey 0 (not rebinding the
