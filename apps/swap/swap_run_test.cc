@@ -20,6 +20,13 @@ struct Case {
   std::map<std::string, std::string> knobs;
 };
 
+// ctest's and GoogleTest's name for a case: "onesided_mw granularity=1MB"
+// (not the bytes of the struct).
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.system;
+  for (const auto& [k, v] : c.knobs) *os << " " << k << "=" << v;
+}
+
 harness::TestbedSpec Bed(const Case& c, int cns) {
   harness::TestbedSpec t;
   t.system = c.system;
