@@ -7,13 +7,8 @@
 // become resident. A page given back is emptied with MADV_DONTNEED, which
 // also returns it to the kernel, and reads as zeros when it is taken again.
 //
-// Plain 4 KB host pages, not transparent huge pages: this was tried
-// (2 MB-aligned maps advised MADV_HUGEPAGE, dc9596b) and taken out. On a VM
-// whose host takes back the memory the guest frees (free page reporting),
-// a fresh GB took 3.3-4.4 s to fault in as huge pages and 0.6-0.7 s as 4 KB
-// pages; a 4 KB-block key-value point at 400,000 keys (2.2 GB) ran 1.18x
-// longer with them (sys 6.6 s against 2.1 s, user time the same), and a
-// 200 MB point the same either way.
+// Maps are 2 MB-aligned and advised MADV_HUGEPAGE when their size allows, so
+// a node's memory costs one page fault per 2 MB where the kernel agrees.
 //
 // Contract: page_bytes is a multiple of the host page size; one thread.
 #pragma once
@@ -38,6 +33,9 @@ class PagePool {
   uint64_t page_bytes() const { return page_bytes_; }
 
  private:
+  static constexpr uint64_t kHugeBytes = 2ull << 20;
+  uint8_t* Map();
+
   uint64_t page_bytes_;
   uint64_t map_bytes_;
   std::vector<void*> maps_;
