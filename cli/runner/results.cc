@@ -1,10 +1,14 @@
 #include "cli/runner/results.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -15,6 +19,8 @@
 #include "cli/json.h"
 #include "cli/runner/micro_command.h"
 #include "fabric/sim/profile.h"
+
+extern char** environ;
 
 namespace dmb::runner {
 namespace {
@@ -154,15 +160,37 @@ std::string CompareCsv(const Spec& spec, const std::vector<Row>& rows) {
   return out;
 }
 
-std::string Shell(const std::string& cmd) {
-  std::string out;
-  if (FILE* f = popen(cmd.c_str(), "r")) {
-    char buf[256];
-    while (fgets(buf, sizeof buf, f)) out += buf;
-    pclose(f);
+// Runs args[0] (looked up on PATH) with `args`, no shell in between (a spec
+// path may hold quotes or `;`), stderr discarded; its stdout without the
+// trailing newline, or "" when it cannot start or exits non-zero.
+std::string Capture(const std::vector<std::string>& args) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return "";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  std::string text;
+  char buf[256];
+  for (ssize_t n; rc == 0 && (n = read(out[0], buf, sizeof buf)) != 0;) {
+    if (n > 0) text.append(buf, static_cast<size_t>(n));
+    if (n < 0 && errno != EINTR) break;
   }
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
+  close(out[0]);
+  int status = 0;
+  if (rc != 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    return "";
+  }
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
 }
 
 // A YAML node read from JSON text, written back as JSON: quoted scalars stay
@@ -256,11 +284,10 @@ void NoteCost(const fs::path& path, const Point& p, Costs* costs) {
 
 std::string MetaJson(const Spec& spec, double wall_s, const Costs& costs, const MetaOptions& meta) {
   const std::string dir = fs::absolute(spec.path).parent_path().string();
-  const std::string sha = Shell("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
+  const std::string sha = Capture({"git", "-C", dir, "rev-parse", "HEAD"});
   // Dirty: the code or specs differ from the commit (results/ itself does not count).
-  const bool dirty = !Shell("git -C '" + dir +
-                            "' status --porcelain --untracked-files=no -- ':(top)' "
-                            "':(top,exclude)results' 2>/dev/null")
+  const bool dirty = !Capture({"git", "-C", dir, "status", "--porcelain", "--untracked-files=no",
+                               "--", ":(top)", ":(top,exclude)results"})
                           .empty();
   char host[256] = {};
   gethostname(host, sizeof host - 1);

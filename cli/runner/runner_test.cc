@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -509,6 +510,42 @@ TEST_F(RunnerTest, AMissingMicroProgramSaysHowToBuildIt) {
   } catch (const SpecError& e) {
     EXPECT_NE(std::string(e.what()).find("make release"), std::string::npos);
   }
+}
+
+// meta.json asks git for the commit of the spec's directory. A directory
+// name is the user's text: quotes, $( ) and ; in it are a name, never shell
+// code (meta.json once came from `sh -c "git -C '<dir>' ..."`), and the
+// commit is still found.
+TEST_F(RunnerTest, ASpecDirectoryNamedLikeShellCodeRunsNothingButGit) {
+  const std::string name = "q'$(touch pwned1)';touch pwned2;'";
+  const fs::path sub = dir_ / name;
+  fs::create_directories(sub);
+  std::ofstream(sub / "fake-fig.yaml") << kSpec;
+  // Sets up the repository with a quoted path, as a careful shell user would.
+  std::string quoted = "'";
+  for (char c : sub.string()) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  const std::string git = "git -C " + quoted + " -c user.name=t -c user.email=t@t ";
+  ASSERT_EQ(
+      std::system(
+          (git + "init -q && " + git + "add fake-fig.yaml && " + git + "commit -q -m x").c_str()),
+      0);
+  std::ofstream(sub / "fake-fig.yaml", std::ios::app) << "# edited after the commit\n";
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir_);  // where `touch pwned*` would land
+  RunOptions o;
+  o.micro_path = fake_.string();
+  o.results_root = (dir_ / "results").string();
+  (void)RunSpec(LoadSpec((sub / "fake-fig.yaml").string()), o);
+  fs::current_path(cwd);
+  EXPECT_FALSE(fs::exists(dir_ / "pwned1"));
+  EXPECT_FALSE(fs::exists(dir_ / "pwned2"));
+  const std::string meta = Read(Out() / "meta.json");
+  const size_t at = meta.find("\"git_sha\": \"");
+  ASSERT_NE(at, std::string::npos) << meta;
+  const std::string sha = meta.substr(at + 12, 40);
+  EXPECT_EQ(sha.find_first_not_of("0123456789abcdef"), std::string::npos) << meta;
+  EXPECT_NE(meta.find("\"dirty\": true"), std::string::npos) << "the spec was edited: " << meta;
 }
 
 }  // namespace
