@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -61,14 +62,25 @@ std::string Join(const std::vector<std::string>& v) {
 
 std::string Describe(const YAML::Node& n) {
   if (n.IsScalar()) return "\"" + n.Scalar() + "\"";
-  if (n.IsSequence()) return "a list";
-  if (n.IsMap()) return "a map";
+  if (n.IsSequence()) return n.size() == 0 ? "an empty list" : "a list";
+  if (n.IsMap()) return n.size() == 0 ? "an empty map" : "a map";
   return "nothing";
+}
+
+// YAML lets a map name a key twice and keeps one of the values; a spec that
+// does so says two things, so it is refused rather than read either way.
+void CheckNoRepeatedKeys(const YAML::Node& map, const std::string& where) {
+  std::set<std::string> seen;
+  for (const auto& kv : map) {
+    const std::string k = kv.first.as<std::string>();
+    if (!seen.insert(k).second) Fail(where + "." + k, "given twice; give each key once");
+  }
 }
 
 void CheckKeys(const YAML::Node& map, const std::string& where,
                const std::vector<std::string>& known) {
   if (!map.IsMap()) Fail(where, "expected a map, got " + Describe(map));
+  CheckNoRepeatedKeys(map, where);
   for (const auto& kv : map) {
     const std::string k = kv.first.as<std::string>();
     if (std::find(known.begin(), known.end(), k) == known.end()) {
@@ -218,6 +230,7 @@ std::map<std::string, std::string> ScalarMap(const YAML::Node& n, const std::str
   std::map<std::string, std::string> out;
   if (!n) return out;
   if (!n.IsMap()) Fail(where, "expected a map, got " + Describe(n));
+  CheckNoRepeatedKeys(n, where);
   for (const auto& kv : n) {
     const std::string k = kv.first.as<std::string>();
     if (known && std::find(known->begin(), known->end(), k) == known->end()) {
@@ -270,6 +283,7 @@ Run ParseRun(const YAML::Node& n, const std::string& where) {
   }
   if (const YAML::Node g = n["grid"]) {
     if (!g.IsMap()) Fail(where + ".grid", "expected a map of lists, got " + Describe(g));
+    CheckNoRepeatedKeys(g, where + ".grid");
     for (const auto& kv : g) {
       const std::string k = kv.first.as<std::string>();
       const std::string w = where + ".grid." + k;
@@ -394,10 +408,12 @@ Spec ParseSpec(const std::string& text, const std::string& path) {
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw SpecError(path + ": not valid YAML (line " + std::to_string(e.mark.line + 1) +
-                    "): " + e.msg);
+    throw SpecError("not valid YAML (line " + std::to_string(e.mark.line + 1) + "): " + e.msg);
   }
-  if (!root.IsMap()) throw SpecError(path + ": expected a map with name, runs, ...");
+  if (!root.IsMap()) {
+    throw SpecError(std::string(root.IsNull() ? "empty: " : "") +
+                    "expected a map with name, runs, ... (see experiments/figure-10.yaml)");
+  }
   CheckKeys(root, "spec", kTopKeys);
   Spec s;
   s.path = path;
@@ -471,10 +487,12 @@ void OverrideParam(Spec* spec, const std::string& key, const std::string& value)
 }
 
 Spec LoadSpec(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw SpecError(path + ": cannot read the spec (the figures' specs are experiments/*.yaml)");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw SpecError("a directory, not a spec file (the figures' specs are experiments/*.yaml)");
   }
+  std::ifstream in(path);
+  if (!in) throw SpecError("cannot read the spec (the figures' specs are experiments/*.yaml)");
   std::stringstream ss;
   ss << in.rdbuf();
   return ParseSpec(ss.str(), path);

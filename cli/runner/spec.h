@@ -95,7 +95,8 @@ struct Point {
   uint64_t hash = 0;  // of everything above: a changed point reruns
 };
 
-// Parses and validates; throws SpecError naming the key and the fix.
+// Parses and validates; throws SpecError naming the key and the fix (not
+// the file: the caller prefixes the path it was given).
 Spec LoadSpec(const std::string& path);
 Spec ParseSpec(const std::string& yaml_text, const std::string& path = "<spec>");
 std::vector<Point> Expand(const Spec& spec);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "cli/runner/micro_command.h"
 #include "cli/runner/results.h"
@@ -306,9 +307,36 @@ TEST(Spec, TwoRunsProducingTheSamePointAreRefused) {
             "give one of them a different variant or grid");
 }
 
+// YAML keeps one value of a key given twice; a spec is refused instead, at
+// every level where keys are read (knobs, params, grid, a run, the top).
+TEST(Spec, AKeyGivenTwiceIsRefused) {
+  EXPECT_EQ(ErrorOf(Replace(kGood, "knobs: {mw_type: 2}", "knobs: {mw_type: 1, mw_type: 2}")),
+            "runs[0].systems[1].knobs.mw_type: given twice; give each key once");
+  EXPECT_EQ(ErrorOf(Replace(kGood, "ops: 100}", "ops: 100, ops: 200}")),
+            "runs[0].params.ops: given twice; give each key once");
+  EXPECT_EQ(
+      ErrorOf(Replace(kGood, "grid: {threads: [1, 24]}", "grid: {threads: [1], threads: [24]}")),
+      "runs[0].grid.threads: given twice; give each key once");
+  EXPECT_EQ(ErrorOf(Replace(kGood, "name: fig-x", "name: fig-x\nname: fig-y")),
+            "spec.name: given twice; give each key once");
+}
+
+TEST(Spec, AnEmptyGridListIsCalledEmpty) {
+  EXPECT_EQ(ErrorOf(Replace(kGood, "grid: {threads: [1, 24]}", "grid: {threads: []}")),
+            "runs[0].grid.threads: expected a non-empty list like [1, 24], got an empty list");
+}
+
 TEST(Spec, NotYamlSaysWhere) {
-  EXPECT_EQ(ErrorOf("name: [unclosed").rfind("t.yaml: not valid YAML (line ", 0), 0u);
+  EXPECT_EQ(ErrorOf("name: [unclosed").rfind("not valid YAML (line ", 0), 0u);
+  EXPECT_EQ(ErrorOf(""),
+            "empty: expected a map with name, runs, ... (see experiments/figure-10.yaml)");
   EXPECT_THROW((void)LoadSpec("/nonexistent.yaml"), SpecError);
+  try {
+    (void)LoadSpec(std::filesystem::temp_directory_path().string());
+    ADD_FAILURE() << "a directory was read as a spec";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("a directory, not a spec file", 0), 0u) << e.what();
+  }
 }
 
 }  // namespace
