@@ -106,6 +106,19 @@ bool IsBenchmarkFlag(std::string_view arg) {
   return arg.starts_with("--benchmark_") || arg == "--v" || arg.starts_with("--v=");
 }
 
+// Google Benchmark answers an unknown output format with its usage and exit
+// status 0, as if it had run: refused here instead, naming the formats.
+void CheckFormat(const std::string& arg) {
+  for (const std::string_view flag : {"--benchmark_format=", "--benchmark_out_format="}) {
+    if (!arg.starts_with(flag)) continue;
+    const std::string value = arg.substr(flag.size());
+    if (value != "console" && value != "json" && value != "csv") {
+      throw ConfigError(std::string(flag.substr(0, flag.size() - 1)) +
+                        ": expected console, json or csv, got \"" + value + "\"");
+    }
+  }
+}
+
 // Why `arg`, left over by CLI11, is not ours: `bench` the parsed bench
 // (null: none), `before` whether it came before it.
 [[noreturn]] void Reject(const CLI::App& app, const CLI::App* bench, bool by_flag, bool before,
@@ -140,6 +153,7 @@ std::vector<std::string> BenchmarkFlags(const CLI::App& app, const CLI::App* ben
     if (!before && !bench) break;
     for (const std::string& arg : before ? app.remaining() : bench->remaining()) {
       if (!IsBenchmarkFlag(arg)) Reject(app, bench, by_flag, before, arg);
+      CheckFormat(arg);
       flags.push_back(arg);
     }
   }

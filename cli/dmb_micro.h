@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "cli/size_option.h"
+#include "cli/validators.h"
 #include "harness/testbed.h"
 
 namespace dmb::microbench {
@@ -88,33 +88,14 @@ std::string BedLabel(const BedArgs& a, const harness::TestbedSpec& bed, int thre
 // ",knobs=K=V,K=V" ("-" for none): the label's last field.
 std::string KnobsLabel(const std::string& knobs);
 
-// Validators. Each says what it expected and what it got (CLI11 puts the
-// flag in front: `--threads: expected an integer in [1, 4096], got "x"`),
-// and the numeric ones hand CLI11 a canonical spelling, so a value means what
-// it meant to the hand-written parser they replace (no octal "010", no
-// "0x10"). Use them with ->transform().
-//
-// An integer in [min, max], read by std::from_chars.
-template <typename T>
-CLI::Validator IntIn(T min, T max) {
-  return CLI::Validator(
-      [min, max](std::string& v) -> std::string {
-        T out{};
-        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-        if (ec != std::errc() || end != v.data() + v.size() || out < min || out > max) {
-          return "expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
-                 "], got \"" + v + "\"";
-        }
-        v = std::to_string(out);
-        return {};
-      },
-      "[" + std::to_string(min) + ", " + std::to_string(max) + "]");
-}
+// Validators (IntIn and Size in validators.h, shared with dmbench). Use
+// them with ->transform().
+using cli::IntIn;
 // A number > 0 (upto_one: in (0, 1]), read by std::strtod.
 CLI::Validator Fraction(bool upto_one);
 // One of `choices`: "expected a, b or c, got "v"".
 CLI::Validator OneOf(const std::vector<std::string>& choices);
-using cli::Size;  // size_option.h: 64B, 4KB, 1MB, 1GB or a byte count
+using cli::Size;  // validators.h: 64B, 4KB, 1MB, 1GB or a byte count
 // A calibration profile sim::Profile::ByName knows (cx5, cx5+mn_poll, ...).
 CLI::Validator ProfileName();
 // N in [1, harness::kUnlimitedCores] or "unlimited".

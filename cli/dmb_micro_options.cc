@@ -134,7 +134,7 @@ TestbedSpec BedSpec(const BedArgs& a) {
   const auto& info = systems::Registry::Get(a.system);
   TestbedSpec bed;
   bed.system = a.system;
-  for (const auto& s : a.sets) bed.knobs.insert(systems::SplitAssignment(s));
+  for (const auto& s : a.sets) systems::AddAssignment(s, &bed.knobs);
   (void)systems::ValidateKnobs(a.system, info.knobs, bed.knobs);
   bed.cns = a.cns;
   bed.seed = a.seed;

@@ -16,13 +16,14 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <string>
 
 #include "apps/swap/app_cost.h"
 #include "apps/swap/workloads.h"
 #include "cli/runner/run_command.h"
-#include "cli/size_option.h"
+#include "cli/validators.h"
 #include "fabric/sim/profile.h"
 #include "microbench/access_bench.h"
 #include "microbench/alloc_bench.h"
@@ -113,8 +114,8 @@ struct MicroArgs {
   std::vector<std::string> devices;
   std::string mn;  // ibv: "" (MN in this process), "spawn" or HOST:PORT
   std::string mn_device;
-  uint32_t size = 4096;
-  std::string op = "both";  // micro access: read, write or both
+  std::string size = "4KB";  // micro access: bytes per operation
+  std::string op = "both";   // micro access: read, write or both
 };
 
 void ApplyBackend(const MicroArgs& a, dmb::harness::TestbedSpec* bed) {
@@ -142,22 +143,38 @@ void AddBackendOptions(CLI::App* c, MicroArgs* a) {
   c->add_option("--mn-device", a->mn_device, "ibv with --mn spawn: the daemon's RDMA device");
 }
 
-// Every --pool: checked by CLI11 as the option is parsed (size_option.h,
+// Every --pool: checked by CLI11 as the option is parsed (validators.h,
 // shared with dmb_micro).
 const CLI::Validator kSize = dmb::cli::Size();
+using dmb::cli::IntIn;
 using dmb::cli::SizeOf;
+
+// --threads, --cns and --ops of `micro alloc` and `micro access`, bounded
+// as dmb_micro bounds them (a count of 0 or less ran nothing and printed
+// zeros; a huge one ran out of memory).
+void AddCountOptions(CLI::App* c, MicroArgs* a, const std::string& ops_help) {
+  c->add_option("--threads", a->threads, "CN threads per CN (repeatable)")
+      ->transform(IntIn(1, 4096));
+  c->add_option("--cns", a->cns, "Compute nodes")->transform(IntIn(1, 1024))->capture_default_str();
+  c->add_option("--ops", a->ops, ops_help)->transform(IntIn(1, 100'000'000))->capture_default_str();
+}
 
 int MicroAccess(const MicroArgs& a) {
   dmb::microbench::AccessBenchSpec spec;
   spec.bed.system = a.system;
-  for (const auto& s : a.sets) spec.bed.knobs.insert(dmb::systems::SplitAssignment(s));
+  for (const auto& s : a.sets) dmb::systems::AddAssignment(s, &spec.bed.knobs);
   spec.bed.cns = a.cns;
   spec.bed.seed = a.seed;
   spec.bed.pool_bytes = SizeOf(a.pool);
   ApplyBackend(a, &spec.bed);
   spec.ops_per_thread = a.ops;
   spec.depth = a.depth;
-  spec.size_bytes = a.size;
+  const uint64_t size = SizeOf(a.size);
+  if (size == 0 || size > std::numeric_limits<uint32_t>::max()) {
+    throw dmb::systems::ConfigError("--size: expected 1 B .. the chunk size, got \"" + a.size +
+                                    "\"");
+  }
+  spec.size_bytes = static_cast<uint32_t>(size);
   const std::vector<int> threads = a.threads.empty() ? std::vector<int>{1} : a.threads;
   std::vector<bool> writes;
   if (a.op != "write") writes.push_back(false);
@@ -169,7 +186,7 @@ int MicroAccess(const MicroArgs& a) {
       spec.write = w;
       if (!a.json) {
         fmt::print(stderr, "{} on {}: {} thread(s) x {} CN(s), depth {}, {} B {}s x {}...\n",
-                   a.system, a.backend, t, a.cns, a.depth, a.size, w ? "WRITE" : "READ", a.ops);
+                   a.system, a.backend, t, a.cns, a.depth, size, w ? "WRITE" : "READ", a.ops);
       }
       results.push_back(dmb::microbench::RunAccessBench(spec));
     }
@@ -294,7 +311,7 @@ int MicroAlloc(const MicroArgs& a) {
   dmb::microbench::AllocBenchSpec spec;
   spec.bed.system = a.system;
   ApplyBackend(a, &spec.bed);
-  for (const auto& s : a.sets) spec.bed.knobs.insert(dmb::systems::SplitAssignment(s));
+  for (const auto& s : a.sets) dmb::systems::AddAssignment(s, &spec.bed.knobs);
   spec.bed.cns = a.cns;
   spec.bed.seed = a.seed;
   if (a.mn_cores == "unlimited") {
@@ -415,16 +432,14 @@ void SetupMicroAlloc(CLI::App* micro, int* rc) {
       "Without --threads it runs 1 and 24 threads (OneSidedMW Fig 10b).");
   alloc->add_option("--system", a->system, "Approach (see `dmbench systems`)")->required();
   alloc->add_option("--set", a->sets, "Knob as KNOB=VALUE, e.g. --set mw_type=2");
-  alloc->add_option("--threads", a->threads, "CN threads per CN (repeatable)");
-  alloc->add_option("--cns", a->cns, "Compute nodes")->capture_default_str();
+  AddCountOptions(alloc, a.get(), "Measured allocations per thread");
   alloc->add_option("--mn-cores", a->mn_cores, "MN cores: N or 'unlimited'")->capture_default_str();
-  alloc->add_option("--ops", a->ops, "Measured allocations per thread")->capture_default_str();
   alloc
       ->add_option("--batch", a->batch,
                    "Chunks a thread holds before freeing them; >= ops + 16 (warm-up): "
                    "threads only allocate, so kops is the sustained allocation rate")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->transform(IntIn(1, 100'000'000))
+      ->capture_default_str();
   alloc->add_option("--pool", a->pool, "MN memory the approach manages")
       ->check(kSize)
       ->capture_default_str();
@@ -447,13 +462,13 @@ void SetupMicroAccess(CLI::App* micro, int* rc) {
       "(ib_read_lat / ib_read_bw) to see dmbench's overhead above raw verbs.");
   access->add_option("--system", a->system, "Approach")->default_val("static_mr");
   access->add_option("--set", a->sets, "Knob as KNOB=VALUE");
-  access->add_option("--threads", a->threads, "CN threads per CN (repeatable)");
-  access->add_option("--cns", a->cns, "Compute nodes")->capture_default_str();
-  access->add_option("--ops", a->ops, "Measured operations per thread")->capture_default_str();
+  AddCountOptions(access, a.get(), "Measured operations per thread");
   access->add_option("--depth", a->depth, "Operations outstanding per thread, on its one lane")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
-  access->add_option("--size", a->size, "Bytes per operation")->capture_default_str();
+  access->add_option("--size", a->size, "Bytes per operation (64B, 4KB, ...: 1 B .. the chunk)")
+      ->check(kSize)
+      ->capture_default_str();
   access->add_option("--op", a->op, "read, write or both")
       ->check(CLI::IsMember({"read", "write", "both"}))
       ->capture_default_str();
@@ -508,7 +523,7 @@ void SetupMn(CLI::App& app, int* rc) {
   mn->add_option("--mn-cores", a->opts.mn_cores, "RPC worker coroutines")->capture_default_str();
   mn->add_flag("--verbose", a->opts.verbose, "Log every bootstrap request");
   mn->callback([a, rc] {
-    for (const auto& s : a->sets) a->opts.knobs.insert(dmb::systems::SplitAssignment(s));
+    for (const auto& s : a->sets) dmb::systems::AddAssignment(s, &a->opts.knobs);
     a->opts.pool_bytes = SizeOf(a->pool);
     *rc = dmb::systems::remote::RunMnDaemon(a->opts);
   });
@@ -524,8 +539,10 @@ void SetupCn(CLI::App& app, int* rc) {
   cn->add_option("--system", a->system, "Approach (must match the daemon's)")->required();
   cn->add_option("--set", a->sets, "Knobs (must match the daemon's)");
   cn->add_option("--devices", a->devices, "This process's RDMA device(s)")->delimiter(',');
-  cn->add_option("--threads", a->threads, "CN threads (repeatable)");
-  cn->add_option("--ops", a->ops, "Operations per thread")->capture_default_str();
+  cn->add_option("--threads", a->threads, "CN threads (repeatable)")->transform(IntIn(1, 4096));
+  cn->add_option("--ops", a->ops, "Operations per thread")
+      ->transform(IntIn(1, 100'000'000))
+      ->capture_default_str();
   cn->add_flag("--json", a->json, "JSON records");
   cn->callback([a, rc] {
     a->backend = "ibv";
@@ -594,6 +611,31 @@ void SetupAppCost(CLI::App& app, int* rc) {
   });
 }
 
+// CLI11 answers a misspelt command ("dmbench bogus", "dmbench micro kv")
+// with "A subcommand is required"; this names it and lists the commands of
+// its level instead. False after printing that.
+bool KnownCommands(CLI::App& app, int argc, char** argv) {
+  CLI::App* level = &app;
+  std::string path = "dmbench";
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    const auto subs = level->get_subcommands([](CLI::App*) { return true; });
+    if (word.empty() || word[0] == '-' || subs.empty()) return true;
+    std::vector<std::string> names;
+    for (CLI::App* sub : subs) {
+      if (sub->get_name() == word) level = sub;
+      names.push_back(sub->get_name());
+    }
+    if (level->get_name() != word) {
+      fmt::print(stderr, "{}: unknown command '{}'; the commands are {} (`{} --help`)\n", path,
+                 word, fmt::join(names, ", "), path);
+      return false;
+    }
+    path += " " + word;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -612,10 +654,13 @@ int main(int argc, char** argv) {
   SetupMn(app, &rc);
   SetupCn(app, &rc);
 #endif
+  if (!KnownCommands(app, argc, argv)) return 2;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message (or the help, exit 0); bad input exits 2, as
+    // every other check of dmbench's does, not with CLI11's own codes.
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "dmbench: error: {}\n", e.what());
     return 2;

@@ -153,4 +153,13 @@ std::pair<std::string, std::string> SplitAssignment(std::string_view arg) {
   return {std::string(arg.substr(0, eq)), std::string(arg.substr(eq + 1))};
 }
 
+void AddAssignment(std::string_view arg, std::map<std::string, std::string>* knobs) {
+  auto [key, value] = SplitAssignment(arg);
+  if (auto it = knobs->find(key); it != knobs->end()) {
+    throw ConfigError("--set " + key + " given twice (" + key + "=" + it->second + " and " +
+                      std::string(arg) + "); give each knob once");
+  }
+  knobs->emplace(std::move(key), std::move(value));
+}
+
 }  // namespace dmb::systems

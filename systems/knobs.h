@@ -69,4 +69,9 @@ Knobs ValidateKnobs(const std::string& system, const std::vector<KnobDef>& defs,
 // Splits "key=value" (for --set); throws ConfigError naming the argument.
 std::pair<std::string, std::string> SplitAssignment(std::string_view arg);
 
+// Adds one --set KNOB=VALUE to `knobs`; throws ConfigError when the argument
+// is not KNOB=VALUE or names a knob `knobs` already holds (two --set of one
+// knob: which should win is a guess, so neither does).
+void AddAssignment(std::string_view arg, std::map<std::string, std::string>* knobs);
+
 }  // namespace dmb::systems

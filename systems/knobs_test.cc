@@ -68,6 +68,22 @@ TEST(Knobs, SetArgumentsSplit) {
   EXPECT_THROW(SplitAssignment("=2"), ConfigError);
 }
 
+// Two --set of one knob: an error naming both, not the first (or the last)
+// silently winning; the map keeps what it had.
+TEST(Knobs, ASecondSetOfOneKnobIsRefused) {
+  std::map<std::string, std::string> knobs;
+  AddAssignment("mw_type=1", &knobs);
+  AddAssignment("granularity=4KB", &knobs);
+  try {
+    AddAssignment("mw_type=2", &knobs);
+    FAIL() << "a second mw_type was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("mw_type=1 and mw_type=2"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(knobs, (std::map<std::string, std::string>{{"granularity", "4KB"}, {"mw_type", "1"}}));
+  EXPECT_THROW(AddAssignment("mw_type", &knobs), ConfigError);
+}
+
 TEST(Registry, EveryApproachHasAFactoryAndDocumentedKnobs) {
   for (const SystemInfo* s : Registry::All()) {
     EXPECT_TRUE(s->make) << s->name;

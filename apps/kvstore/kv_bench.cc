@@ -123,7 +123,7 @@ Args Parse(int argc, char** argv) {
     if (f == "--system")
       a.bed.system = v;
     else if (f == "--set")
-      a.bed.knobs.insert(systems::SplitAssignment(v));
+      systems::AddAssignment(v, &a.bed.knobs);
     else if (f == "--cns")
       a.bed.cns = std::stoi(v);
     else if (f == "--threads")

@@ -23,14 +23,16 @@ CLI::App* AddRunCommand(CLI::App& app, RunCommandArgs* a) {
       "interrupted run resumes. Example: dmbench run experiments/figure-10.yaml --jobs 2");
   run->add_option("spec", a->spec, "The spec file")->required();
   run->add_flag("--force", a->force, "Rerun points that already have results");
-  run->add_option("--jobs,-j", a->jobs, "Points run in parallel (default: one per core)");
+  run->add_option("--jobs,-j", a->jobs, "Points run in parallel (default: one per core)")
+      ->check(CLI::Range(1, 4096));
   run->add_option("--filter", a->filter,
                   "Only points whose id matches this glob, e.g. 'alloc-*-threads_24-*'");
   run->add_option("--results", a->results, "Where results/<name>/ goes")->capture_default_str();
   run->add_option("--micro", a->micro,
                   "The micro program (default: $DMB_MICRO_PATH, else the dmb_micro beside "
                   "this dmbench)");
-  run->add_flag("--validate", a->validate_only, "Only check the spec and list its points");
+  run->add_flag("--validate", a->validate_only,
+                "Only check the spec and list its points (those --filter and --shard select)");
   run->add_flag("--points-json", a->points_json,
                 "Only print the selected points (after --filter and --shard) as a JSON array: "
                 "id, op, system, variant, seed, knobs, params (defaults filled in)");
@@ -71,6 +73,22 @@ std::string DefaultMicro() {
   return (self.parent_path() / "dmb_micro").string();
 }
 
+// --validate: the spec parsed; lists the points --filter and --shard select.
+int Validate(const RunCommandArgs& a, const Spec& spec, const RunOptions& o) {
+  std::vector<std::string> ids;
+  try {
+    ids = SelectedIds(spec, o);
+  } catch (const SpecError& e) {
+    fmt::print(stderr, "dmbench run: {}\n", e.what());
+    return 2;
+  }
+  const size_t total = Expand(spec).size();
+  fmt::print("{}: valid, {} points{}\n", a.spec, total,
+             ids.size() == total ? "" : fmt::format(" ({} selected)", ids.size()));
+  for (const auto& id : ids) fmt::print("  {}\n", id);
+  return 0;
+}
+
 }  // namespace
 
 int RunCommand(const RunCommandArgs& a) {
@@ -87,17 +105,17 @@ int RunCommand(const RunCommandArgs& a) {
     fmt::print(stderr, "dmbench run: {}: {}\n", a.spec, e.what());
     return 2;
   }
-  if (a.validate_only) {
-    const auto points = Expand(spec);
-    fmt::print("{}: valid, {} points\n", a.spec, points.size());
-    for (const auto& p : points) fmt::print("  {}\n", p.id);
-    return 0;
-  }
   RunOptions o;
   o.filter = a.filter;
+  try {
+    if (!a.shard.empty()) std::tie(o.shard_index, o.shard_count) = ParseShard(a.shard);
+  } catch (const SpecError& e) {
+    fmt::print(stderr, "dmbench run: {}\n", e.what());
+    return 2;
+  }
+  if (a.validate_only) return Validate(a, spec, o);
   if (a.points_json) {
     try {
-      if (!a.shard.empty()) std::tie(o.shard_index, o.shard_count) = ParseShard(a.shard);
       fmt::print("{}", PointsJson(spec, o));
     } catch (const SpecError& e) {
       fmt::print(stderr, "dmbench run: {}\n", e.what());
@@ -117,7 +135,6 @@ int RunCommand(const RunCommandArgs& a) {
   o.micro_args = a.micro_args;
   RunSummary s;
   try {
-    if (!a.shard.empty()) std::tie(o.shard_index, o.shard_count) = ParseShard(a.shard);
     if (!a.meta_json_file.empty()) {
       std::ifstream in(a.meta_json_file);
       o.meta_json.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

@@ -242,6 +242,13 @@ std::string PointsJson(const Spec& spec, const RunOptions& opt) {
   return out + "\n]\n";
 }
 
+std::vector<std::string> SelectedIds(const Spec& spec, const RunOptions& opt) {
+  const std::vector<Point> all = Expand(spec);
+  std::vector<std::string> ids;
+  for (const Point* p : SelectShard(all, opt)) ids.push_back(p->id);
+  return ids;
+}
+
 double SecondsLeft(const std::vector<double>& left_s, int jobs) {
   double total = 0, longest = 0;
   for (double s : left_s) {

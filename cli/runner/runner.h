@@ -78,6 +78,11 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt);
 // ansible/figure.yml backend=ibv starts a daemon for, point by point.
 std::string PointsJson(const Spec& spec, const RunOptions& opt);
 
+// The ids of the points `opt` selects (--filter, then the shard), in spec
+// order: what `dmbench run --validate` lists. Throws SpecError as RunSpec
+// does for a filter that matches nothing.
+std::vector<std::string> SelectedIds(const Spec& spec, const RunOptions& opt);
+
 // The progress line's estimate of the seconds a run has left: `left_s` holds
 // each unfinished point's expected seconds still to run. `jobs` at a time
 // share the sum, but a point cannot be split: never less than the longest.
