@@ -155,7 +155,11 @@ void ExpectReuseOutcome(Isolation iso, const ReuseOutcome& out) {
       // The exact old key is refused once revocation is done...
       EXPECT_GE(out.stale_window_us, 0);
       // ...but when the new owner's key shares its index (a rebound window
-      // or a reused MR slot) 256 guesses reach the new owner's data.
+      // or a reused MR slot) 256 guesses reach the new owner's data. Another
+      // window at the old index may cover the chunk too: FineMem rebinds the
+      // freed main window as the chunk's next backup with a new 8-bit key,
+      // so the old index reaches the data with a different index than the
+      // victim's (printed above; the paper's enumeration attack, [OSMW] §2.3).
       if (out.same_index) {
         EXPECT_TRUE(out.enum_reached);
         EXPECT_LE(out.guesses, 256);

@@ -229,20 +229,25 @@ class OdrpChainTest : public SimFixture {
     const uint32_t lanes = p->chain->geometry().lanes;
     const Ps t0 = rt().now();
     Ps last = t0;
+    size_t returned = 0;
     for (size_t i = 0; i < tts.size(); ++i) {
       rt().Spawn([](Pipe* p, uint64_t tt, uint64_t dst, Status* out, Runtime* rt, Ps* last,
-                    Node* node,
+                    size_t* returned, Node* node,
                     std::vector<uint8_t>* page) -> Task<void> {
         *out = co_await p->client->Load(tt, dst, p->mr->rkey(), kTimeout);
         *last = std::max(*last, rt->now());
+        ++*returned;
         if (out->ok() && page != nullptr) {
           page->resize(kPageBytes);
           node->memory().Read(dst, page->data(), kPageBytes);
         }
-      }(p, tts[i], p->dst(static_cast<uint32_t>(i % lanes)), &st[i], &rt(), &last, p->node,
+      }(p, tts[i], p->dst(static_cast<uint32_t>(i % lanes)), &st[i], &rt(), &last, &returned,
+                                                p->node,
                                                 pages == nullptr ? nullptr : &(*pages)[i]));
     }
     sim().Run();
+    // A load still waiting when nothing is left to run would read as OK.
+    EXPECT_EQ(returned, tts.size()) << "loads that never returned";
     if (elapsed != nullptr) *elapsed = last - t0;
     return st;
   }

@@ -145,14 +145,18 @@ class FreeChainTest : public SimFixture {
     out->assign(handles.size(), Status());
     const Ps t0 = sim().now();
     Ps last = t0;  // when the last free returned (the deadlines' timers run on)
+    size_t returned = 0;
     for (size_t i = 0; i < handles.size(); ++i) {
-      rt().Spawn(
-          [](FreeChainTest* t, FreeClient* c, uint64_t h, Status* st, Ps* last) -> Task<void> {
-            *st = co_await c->Free(h, kTimeout);
-            *last = std::max(*last, t->sim().now());
-          }(this, cn.free.get(), handles[i], &(*out)[i], &last));
+      rt().Spawn([](FreeChainTest* t, FreeClient* c, uint64_t h, Status* st, Ps* last,
+                    size_t* returned) -> Task<void> {
+        *st = co_await c->Free(h, kTimeout);
+        *last = std::max(*last, t->sim().now());
+        ++*returned;
+      }(this, cn.free.get(), handles[i], &(*out)[i], &last, &returned));
     }
     sim().Run();
+    // A free still waiting when nothing is left to run would read as OK.
+    EXPECT_EQ(returned, handles.size()) << "frees that never returned";
     return last - t0;
   }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "harness/testbed.h"
@@ -375,13 +376,17 @@ Task<void> PreAuthorizedFreeAttack(Testbed& tb, Chunk victim, int* stolen, int* 
   fc->set_tamper([](uint64_t seq, std::vector<uint64_t>* t) {
     if (seq == 0) (*t)[4] = 1ull << 40;  // U.enable (TailValues order)
   });
-  Status first;
-  tb.runtime().Spawn([](FreeClient* fc, uint64_t h, Status* st) -> Task<void> {
+  std::optional<Status> first;  // set when the honest free has finished
+  tb.runtime().Spawn([](FreeClient* fc, uint64_t h, std::optional<Status>* st) -> Task<void> {
     *st = co_await fc->Free(h, 300 * kPsPerUs);
   }(fc.get(), own.value.handle, &first));
   co_await tb.runtime().SleepFor(3 * kPsPerUs);  // its SENDs read the client's buffer
   (void)co_await fc->Free(victim.id, 300 * kPsPerUs);
-  CO_ASSERT_OK(first);
+  if (!first) {  // it replied before the second free did
+    ADD_FAILURE() << "the honest free had not finished";
+    co_return;
+  }
+  CO_ASSERT_OK(*first);
   // The CN side of a refused free: fresh clients, the MN renews both chains.
   ac = raw.NewAlloc(kPreAuthK, kPreAuthLanes);
   fc = raw.NewFree(kPreAuthK);
@@ -431,6 +436,7 @@ TEST(OneSidedMw, APreAuthorizedFreeNeverReleasesAnotherCnsEntry) {
             << " chunks, read the victim's data " << stolen << " time(s); victim owner "
             << mn.metadata().LoadEntry(static_cast<uint32_t>(vi)).owner_id
             << ", victim reads its data: " << (readable ? "yes" : "no") << "\n";
+  EXPECT_GT(tries, 0) << "the attacker never drained the queue";
   EXPECT_EQ(stolen, 0);
   EXPECT_EQ(mn.metadata().LoadEntry(static_cast<uint32_t>(vi)).owner_id, OwnerIdOfCn(0));
   EXPECT_TRUE(readable);
@@ -553,6 +559,22 @@ TEST(OneSidedMw, AccessOnlyThroughTheAssignedQps) {
   EXPECT_EQ(allowed, 2);
 }
 
+// Runs `t`, then counts it out of `running`.
+Task<void> CountDown(Task<void> t, int* running) {
+  co_await t;
+  --*running;
+}
+
+// Reads CN `cn`'s notice word every microsecond while any of a round's
+// threads runs; told[cn] says whether it ever read kNoticeEmpty (the MN's
+// WRITE lands there, and stays until the MN reopens the queue).
+Task<void> WatchNotice(Testbed& tb, int cn, const int* running, std::vector<bool>* told) {
+  while (*running > 0) {
+    if (Cn(tb, cn).notice() == kNoticeEmpty) (*told)[cn] = true;
+    co_await tb.runtime().SleepFor(kPsPerUs);
+  }
+}
+
 // An allocation that hits the empty queue fails cleanly (kOutOfMemory); the
 // MN tells every CN; frees bring memory back; no chunk is ever handed out
 // twice, under concurrent allocation from several CNs. With one lane a round
@@ -567,12 +589,14 @@ void EmptyQueueFailsCleanlyAndNeverDuplicates(uint32_t lanes) {
                    {"chain_instances", std::to_string(4 * lanes)}},
                   2ull << 20));  // 32 chunks
   const uint64_t total = tb.mm().mn().stats().chunks_total;
-  uint64_t granted = 0, oom = 0, dup = 0, notices_seen = 0;
+  uint64_t granted = 0, oom = 0, dup = 0;
   std::set<uint64_t> live;
   for (int round = 0; round < 3; ++round) {
-    std::vector<std::pair<int, AccessGroup*>> gs;
     std::vector<std::vector<Chunk>> held(kCns * kThreads);
     std::vector<Task<void>> threads;
+    int running = kCns * kThreads;
+    std::vector<bool> told(kCns, false);
+    for (int cn = 0; cn < kCns; ++cn) threads.push_back(WatchNotice(tb, cn, &running, &told));
     for (int i = 0; i < kCns * kThreads; ++i) {
       threads.push_back([](Testbed& tb, int cn, std::vector<Chunk>* held, std::set<uint64_t>* live,
                            uint64_t* granted, uint64_t* oom, uint64_t* dup) -> Task<void> {
@@ -588,15 +612,16 @@ void EmptyQueueFailsCleanlyAndNeverDuplicates(uint32_t lanes) {
           *dup += !live->insert(r.value.addr).second;
           held->push_back(r.value);
         }
-        // Everyone out of memory now: the notice says so.
         for (const Chunk& c : *held) {
           live->erase(c.addr);
           CO_ASSERT_OK(co_await tb.cn(cn).Free(*g, c));
         }
       }(tb, i % kCns, &held[i], &live, &granted, &oom, &dup));
+      threads.back() = CountDown(std::move(threads.back()), &running);
     }
     tb.RunAll(std::move(threads));
-    for (int cn = 0; cn < kCns; ++cn) notices_seen += Cn(tb, cn).notice() == kNoticeEmpty;
+    // The queue ran empty once a round: the MN told every CN ([OSMW] §4.3).
+    for (int cn = 0; cn < kCns; ++cn) EXPECT_TRUE(told[cn]) << "round " << round << ", CN " << cn;
     EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
   }
   const auto& st = Mn(tb).osmw_stats();
@@ -614,7 +639,6 @@ void EmptyQueueFailsCleanlyAndNeverDuplicates(uint32_t lanes) {
     CO_ASSERT_OK(r.status);
   }(tb));
   EXPECT_EQ(Cn(tb, 0).notice(), kNoticeOk);
-  (void)notices_seen;
 }
 
 TEST(OneSidedMw, EmptyQueueFailsCleanlyAndNeverDuplicates) {
@@ -1000,13 +1024,19 @@ TEST(OneSidedMw, AnEarlyEnableNeverReadsTheClaimBeforeItLands) {
     (void)co_await mn.OpenPair(0, ac->qp(), fc->qps());
     ac->set_tamper([](uint32_t, std::vector<uint64_t>* v) { (*v)[2] = (*v)[4]; });
     const std::vector<uint32_t> qpns = {ag->lane(0).mn_qpn, ag->lane(1).mn_qpn};
+    // Eight held at once, then freed: a stale element handed out again is
+    // a handle already held.
     std::set<uint64_t> held;
-    for (; *rounds < 200; ++*rounds) {
-      auto g = co_await ac->Allocate(qpns, 300 * kPsPerUs);
-      if (!g.ok()) break;  // a stale element may have been an empty one
-      EXPECT_TRUE(held.insert(g.value.handle).second) << "granted twice";
-      CO_ASSERT_OK(co_await fc->Free(g.value.handle, 300 * kPsPerUs));
-      held.erase(g.value.handle);
+    for (bool failed = false; *rounds < 200 && !failed;) {
+      while (held.size() < 8) {
+        auto g = co_await ac->Allocate(qpns, 300 * kPsPerUs);
+        failed = !g.ok();  // a stale element may have been an empty one
+        if (failed) break;
+        ++*rounds;
+        EXPECT_TRUE(held.insert(g.value.handle).second) << "granted twice: " << g.value.handle;
+      }
+      for (uint64_t h : held) CO_ASSERT_OK(co_await fc->Free(h, 300 * kPsPerUs));
+      held.clear();
     }
   }(tb, mn, &rounds));
   const QueueAudit q = Audit(mn.metadata());
