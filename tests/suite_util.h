@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/testbed.h"
+#include "systems/common/rpc.h"
 #include "systems/registry.h"
 
 namespace dmb::suite {
@@ -94,6 +95,39 @@ inline harness::TestbedSpec SuiteSpec(const std::string& param, int cns = 2,
     GTEST_SKIP() << (spec).system << " needs " << m_ << ", which the MN's RNIC lacks (see " \
                  << "`dmbench devices`)";                                                   \
   }
+
+// A CN that writes its own RPC: the first `send_bytes` bytes of `req` as one
+// SEND on `lane` (lane 0 of a group carries Alloc and Free), posted as
+// RpcCn::Call posts it but with whatever fields and length the attacker
+// picks. The MN's reply, or kLaneBroken when the lane failed.
+inline Task<systems::Result<systems::RpcReply>> RawRpc(fabric::Node* cn_node, systems::Lane& lane,
+                                                       const systems::RpcRequest& req,
+                                                       uint32_t send_bytes) {
+  static uint64_t next_wr_id = 1ull << 62;  // apart from the CN's own wr_ids
+  systems::Result<systems::RpcReply> out;
+  cn_node->memory().Write(lane.ctrl_addr, &req, sizeof(req));
+  fabric::RecvWr r;
+  r.wr_id = next_wr_id++;
+  r.sg_list = {
+      {lane.ctrl_addr + systems::kRpcSlotBytes, systems::kRpcSlotBytes, lane.group->lkey()}};
+  fabric::SendWr s;
+  s.wr_id = next_wr_id++;
+  s.opcode = fabric::Opcode::kSend;
+  s.flags = 0;
+  s.sg_list = {{lane.ctrl_addr, send_bytes, lane.group->lkey()}};
+  if (lane.qp->PostRecv(r) != 0 || lane.qp->PostSend(s) != 0) {
+    out.status = systems::Status(systems::Code::kLaneBroken, "cannot post on the lane");
+    co_return out;
+  }
+  const fabric::WorkCompletion wc = co_await lane.cq->NextFor(r.wr_id);
+  if (wc.status != fabric::WcStatus::kSuccess) {
+    out.status =
+        systems::Status(systems::Code::kLaneBroken, std::string(fabric::WcStatusName(wc.status)));
+    co_return out;
+  }
+  cn_node->memory().Read(lane.ctrl_addr + systems::kRpcSlotBytes, &out.value, sizeof(out.value));
+  co_return out;
+}
 
 // Deterministic byte pattern for (tag, position).
 inline uint8_t PatternByte(uint64_t tag, uint64_t pos) {

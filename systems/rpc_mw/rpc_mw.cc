@@ -172,21 +172,27 @@ class RpcMwMn : public MnBase {
     co_return rkey;
   }
 
+  // Type-2: every window's QP must be one of the caller's lanes
+  // (kInvalidArgument), and binding one to a QP other than this RPC lane's,
+  // which posts the binds, needs qpn_in_bind (kUnsupported: upstream verbs
+  // bind a type-2 window to the posting QP only; a one-lane request naming
+  // another of the CN's QPs once made the post fail and the worker throw).
+  Code CheckWindowQps(const MnLane& lane, const RpcRequest& req, uint32_t lanes) {
+    if (type_ != MwType::kType2) return Code::kOk;
+    const bool any_qp = node_->caps().qpn_in_bind;
+    if (lanes > 1 && !any_qp) return Code::kUnsupported;
+    for (uint32_t k = 0; k < lanes; ++k) {
+      if (!LaneOf(lane.cn_index, req.lane_qpns[k])) return Code::kInvalidArgument;
+      if (req.lane_qpns[k] != lane.qp->qp_num() && !any_qp) return Code::kUnsupported;
+    }
+    return Code::kOk;
+  }
+
   Task<void> HandleAlloc(MnLane& lane, const RpcRequest& req, RpcReply& reply) {
     const uint32_t lanes = std::max<uint32_t>(1, req.lanes);
-    if (type_ == MwType::kType2 && lanes > 1 && !node_->caps().qpn_in_bind) {
-      // One window per lane, each bound to that lane's QP from the RPC lane:
-      // upstream verbs can only bind a type-2 window to the posting QP.
-      reply.code = static_cast<uint32_t>(Code::kUnsupported);
+    if (const Code c = CheckWindowQps(lane, req, lanes); c != Code::kOk) {
+      reply.code = static_cast<uint32_t>(c);
       co_return;
-    }
-    if (type_ == MwType::kType2) {
-      for (uint32_t k = 0; k < lanes; ++k) {
-        if (!LaneOf(lane.cn_index, req.lane_qpns[k])) {
-          reply.code = static_cast<uint32_t>(Code::kInvalidArgument);  // not the caller's QP
-          co_return;
-        }
-      }
     }
     std::optional<uint64_t> idx;
     bool handover = false;

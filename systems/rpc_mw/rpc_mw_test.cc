@@ -215,5 +215,32 @@ TEST(RpcMwCaps, MultiLaneType2GroupWithoutQpnInBindIsUnsupportedOneLaneWorks) {
   EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 1u);
 }
 
+// The attack: a one-lane alloc sent on lane 0 that names the CN's own lane 1
+// for the window. On a device without qpn_in_bind the MN cannot bind a
+// type-2 window to a QP other than the one posting the bind; it once posted
+// it anyway, the post failed and the MN's worker threw, stopping the MN for
+// every CN. Now: kUnsupported, and the MN serves the next request.
+TEST(RpcMwCaps, AOneLaneAllocNamingAnotherLaneWithoutQpnInBindIsRefused) {
+  TestbedSpec s = Spec({{"mw_type", "2"}});
+  s.mn_caps.qpn_in_bind = false;
+  Testbed tb(s);
+  tb.Run([](Testbed& tb) -> Task<void> {
+    CnSide& cn = tb.cn(0);
+    AccessGroup* two = co_await cn.OpenGroup(2, 1 << 16);
+    systems::RpcRequest req;
+    req.op = systems::kRpcAlloc;
+    req.lanes = 1;
+    req.lane_qpns[0] = two->lane(1).mn_qpn;  // its own, but not the posting lane
+    auto r = co_await RawRpc(cn.node(), two->lane(0), req, sizeof(req));
+    CO_ASSERT_OK(r.status);
+    EXPECT_EQ(static_cast<Code>(r.value.code), Code::kUnsupported);
+    AccessGroup* one = co_await cn.OpenGroup(1, 1 << 16);
+    auto ok = co_await cn.Alloc(*one);
+    CO_ASSERT_OK(ok.status);
+    CO_ASSERT_OK(co_await cn.Write(one->lane(0), ok.value, 0, 64, one->buffer_addr()));
+  }(tb));
+  EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 1u);
+}
+
 }  // namespace
 }  // namespace dmb::suite
