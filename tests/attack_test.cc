@@ -248,6 +248,72 @@ TEST_P(Attacks, CrashedCnsChunksReturnAndNobodyElses) {
   EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 8u);
 }
 
+// One forged RPC: what it is, the request, the SEND's length, the answer.
+struct Forged {
+  const char* what;
+  systems::RpcRequest req;
+  uint32_t send_bytes;
+  Code want;
+};
+
+std::vector<Forged> ForgedRpcs(AccessGroup* g, uint64_t held_id) {
+  systems::RpcRequest alloc;
+  alloc.op = systems::kRpcAlloc;
+  alloc.lanes = 1;
+  alloc.lane_qpns[0] = g->lane(0).mn_qpn;
+  systems::RpcRequest lanes = alloc, op = alloc, free_max = alloc, free_held = alloc;
+  lanes.lanes = systems::kMaxGroupLanes + 1;
+  op.op = 99;
+  free_max.op = free_held.op = systems::kRpcFree;
+  free_max.arg[0] = ~0ull;
+  free_held.arg[0] = held_id;
+  const uint32_t full = sizeof(systems::RpcRequest);
+  return {{"a SEND of 8 bytes", alloc, 8, Code::kInvalidArgument},
+          {"17 lanes", lanes, full, Code::kInvalidArgument},
+          {"op 99", op, full, Code::kInvalidArgument},
+          {"a free of chunk id 2^64-1", free_max, full, Code::kNotOwner},
+          {"a free of its chunk", free_held, full, Code::kOk},
+          {"the same free again", free_held, full, Code::kNotOwner}};
+}
+
+// A CN writes its own RPCs (RawRpc): a SEND shorter than a request, more
+// lanes than a group has, an op nobody knows, frees of an id past the table
+// and of one already freed, and a SEND longer than the MN's slot. Each is
+// refused by name, or (the long SEND) breaks the sender's lane only; the MN
+// serves the next honest request and no chunk is lost.
+Task<void> ForgeRpcs(Testbed& tb) {
+  CnSide& cn = tb.cn(0);
+  AccessGroup* g = co_await cn.OpenGroup(1, 1 << 16);
+  auto held = co_await cn.Alloc(*g);
+  CO_ASSERT_OK(held.status);
+  const systems::MnStats before = tb.mm().mn().stats();
+  for (const Forged& f : ForgedRpcs(g, held.value.id)) {
+    auto r = co_await RawRpc(cn.node(), g->lane(0), f.req, f.send_bytes);
+    CO_ASSERT_OK(r.status);
+    EXPECT_EQ(static_cast<Code>(r.value.code), f.want) << f.what;
+  }
+  EXPECT_EQ(tb.mm().mn().stats().rpcs_rejected, before.rpcs_rejected + 5);
+  EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, before.chunks_in_use - 1);
+  systems::RpcRequest longer;
+  longer.op = systems::kRpcAlloc;
+  auto r = co_await RawRpc(cn.node(), g->lane(0), longer, 2 * systems::kRpcSlotBytes - 8);
+  EXPECT_EQ(r.status.code(), Code::kLaneBroken) << "a SEND longer than the MN's slot";
+  CO_ASSERT_OK(co_await cn.RecoverLane(g->lane(0)));
+  auto again = co_await cn.Alloc(*g);
+  CO_ASSERT_OK(again.status);
+  CO_ASSERT_OK(co_await cn.Free(*g, again.value));
+  EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, before.chunks_in_use - 1);
+}
+
+// Where the MN CPU serves allocations (RPCs on lane 0), that is.
+TEST_P(Attacks, ForgedRpcsAreRefusedAndLoseNothing) {
+  Testbed tb(SuiteSpec(GetParam(), 1));
+  if (!tb.mm().caps().mn_cpu_on_alloc) {
+    GTEST_SKIP() << "allocation here is not an RPC served by the MN CPU";
+  }
+  tb.Run(ForgeRpcs(tb));
+}
+
 INSTANTIATE_TEST_SUITE_P(AllSystems, Attacks, ::testing::ValuesIn(AllSystems()),
                          [](const auto& info) { return CaseName(info.param); });
 
