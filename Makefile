@@ -6,7 +6,7 @@
 #                    (test-ansible-cluster)
 #   make test-ansible-cluster  build, then the Ansible cluster tier: three Soft-RoCE hosts
 #                    in a QEMU guest, ansible-playbook on this machine
-#                    (tests/ansible/cluster-tier.sh; about 3 minutes on an idle 2-core
+#                    (tests/ansible/cluster-tier.sh; about 6 minutes on an idle 2-core
 #                    machine; ANSIBLE_VM_ARGS="-t 1800" etc. go to vm-run.sh)
 #   make test-rxe    build, then run the `rxe`-labelled tests and a perftest reference in a
 #                    QEMU guest with two Soft-RoCE devices (tests/rxe/; results in
@@ -89,9 +89,10 @@ scale-tests: deps
 # The Ansible cluster tier (tests/ansible/cluster-tier.sh): a guest of its own
 # holds three namespace hosts with their own sshd and Soft-RoCE device, reached
 # through forwarded ports; ansible-playbook runs here: site.yml twice,
-# figure-10 on ibv; results and playbook logs in build/$(PRESET)/ansible-cluster/.
-# The guest's hard limit (vm-run.sh -t) bounds the tier: about 170 s on an idle
-# 2-core machine, 21 minutes behind two busy benchmarks at nice 10.
+# figure-10 on ibv, one figure-6 point; results and playbook logs in
+# build/$(PRESET)/ansible-cluster/. The guest's hard limit (vm-run.sh -t)
+# bounds the tier: 355-406 s on an idle 2-core machine (site.yml 74-87 s twice,
+# figure-10's points 119-128 s, the figure-6 point 73-77 s).
 ANSIBLE_VM_ARGS ?= -t 900
 test-ansible-cluster: build
 	$(MAKE) --no-print-directory ansible-cluster-tier
