@@ -56,13 +56,20 @@ int LineConn::Dial(const std::string& endpoint, std::chrono::seconds timeout) {
 void LineConn::WriteLine(const std::string& line) {
   std::string s = line + "\n";
   size_t off = 0;
+  // A peer that never reads fills the socket: give up rather than wait on it
+  // forever (the daemon's one loop serves every CN).
+  const auto deadline = std::chrono::steady_clock::now() + kWriteTimeout;
   while (off < s.size()) {
     const ssize_t n = send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          throw std::runtime_error("bootstrap: the peer has not read its replies for " +
+                                   std::to_string(kWriteTimeout.count()) + " ms");
+        }
         pollfd p{fd_, POLLOUT, 0};
-        poll(&p, 1, 1000);
+        poll(&p, 1, 100);
         continue;
       }
       throw std::runtime_error(std::string("bootstrap: send failed: ") + strerror(errno));

@@ -104,9 +104,16 @@ class Daemon {
       for (size_t i = 0; i < conns_.size();) {
         std::string line;
         bool closed = false;
-        while (conns_[i]->TryReadLine(&line, &closed)) {
-          busy = true;
-          co_await Handle(*conns_[i], line);
+        try {
+          while (conns_[i]->TryReadLine(&line, &closed)) {
+            busy = true;
+            co_await Handle(*conns_[i], line);
+          }
+        } catch (const std::exception& e) {
+          // One process's misuse (a line over 1 MB, replies it never reads)
+          // closes its connection, not the daemon every CN depends on.
+          std::cerr << "mn: closing a bootstrap connection: " << e.what() << std::endl;
+          closed = true;
         }
         if (closed) {
           rights_.erase(conns_[i].get());

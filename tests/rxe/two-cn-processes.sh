@@ -4,7 +4,8 @@
 # `dmbench cn` processes on rxe1 allocating, freeing and reading concurrently.
 # Passes when both CNs finish without a failed operation, the daemon handed
 # them disjoint CN indexes (no NOT_OWNER), holds no chunk afterwards, and exits
-# cleanly on `shutdown`. Left idle, the daemon sleeps (IbvRuntime's idle
+# cleanly on `shutdown`, after a process that sent a 2 MB line and one that
+# never read its replies lost only their own connections. Left idle, the daemon sleeps (IbvRuntime's idle
 # waiter and its bootstrap look backing off to every 2 ms): it uses under 30%
 # of a core over 2 s, where a spinning loop uses all of one, and still
 # answers at once.
@@ -15,11 +16,23 @@ SYS=(--system rpc_mw --set mw_type=2)
 dir=$(mktemp -d)
 fail() { echo "two-cn-processes: FAILED: $*" >&2; kill "$mn" 2>/dev/null; exit 1; }
 
-timeout 300 "$D" mn "${SYS[@]}" --device rxe0 --port 0 --port-file "$dir/port" --pool 64MB &
+timeout 300 "$D" mn "${SYS[@]}" --device rxe0 --port 0 --port-file "$dir/port" --pool 64MB \
+  2>"$dir/mn.err" &
 mn=$!
 for _ in $(seq 300); do [ -s "$dir/port" ] && break; sleep 0.1; done
 [ -s "$dir/port" ] || fail "the MN daemon did not start listening"
 port=$(cat "$dir/port")
+
+# Two misbehaving processes first: one sends 2 MB with no newline, one sends
+# requests whose 100 KB replies it never reads. Each loses its connection
+# (the daemon says why on stderr); the daemon goes on serving the CNs below.
+(head -c 2000000 /dev/zero | tr '\0' a >"/dev/tcp/127.0.0.1/$port") 2>/dev/null
+word=$(head -c 100000 /dev/zero | tr '\0' x)   # echoed in the 'unknown request' reply
+(exec 4<>"/dev/tcp/127.0.0.1/$port" && for _ in $(seq 400); do echo "$word" >&4; done) 2>/dev/null
+for why in "line longer than 1 MB" "has not read its replies"; do
+  grep -q "closing a bootstrap connection: bootstrap: .*$why" "$dir/mn.err" ||
+    { cat "$dir/mn.err" >&2; fail "the daemon did not close the connection that $why"; }
+done
 
 for i in 1 2; do
   timeout 240 "$D" cn --mn "127.0.0.1:$port" "${SYS[@]}" --devices rxe1 --threads 2 --ops 40 \
