@@ -51,6 +51,15 @@ fabric::ibv::PortAddr DecodePort(const std::string& s) {
   if (!(in >> lid >> sep >> port >> sep >> gi >> sep >> roce >> sep >> mtu)) {
     throw std::invalid_argument("bad port address '" + s + "'");
   }
+  // Each field where the verbs take it, not cut to its width (a port 257
+  // would have become port 1): lid 16 bits, port and GID index 8, the MTU an
+  // ibv_mtu (1 = 256 B .. 5 = 4096 B).
+  if (lid > 0xffff || port < 1 || port > 0xff || gi > 0xff || roce > 1 || mtu < IBV_MTU_256 ||
+      mtu > IBV_MTU_4096) {
+    throw std::invalid_argument("bad port address '" + s +
+                                "': lid, port (1-255), GID index, RoCE flag (0/1) or MTU "
+                                "(1-5) out of range");
+  }
   p.lid = static_cast<uint16_t>(lid);
   p.port = static_cast<uint8_t>(port);
   p.gid_index = static_cast<uint8_t>(gi);
@@ -67,7 +76,12 @@ fabric::ibv::QpAddr DecodeQp(const std::string& s) {
   const auto at = s.find('@');
   if (at == std::string::npos) throw std::invalid_argument("bad QP address '" + s + "'");
   fabric::ibv::QpAddr q;
-  q.qpn = static_cast<uint32_t>(std::stoul(s.substr(0, at)));
+  const std::string qpn = s.substr(0, at);
+  if (qpn.empty() || qpn.size() > 8 || qpn.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(qpn) > 0xffffff) {
+    throw std::invalid_argument("bad QP address '" + s + "': the QP number is not a 24-bit number");
+  }
+  q.qpn = static_cast<uint32_t>(std::stoul(qpn));
   q.port = DecodePort(s.substr(at + 1));
   return q;
 }
@@ -127,6 +141,21 @@ std::string Authorize(const std::vector<std::string>& w, const ConnRights& right
                       const std::string& token) {
   if (w.empty()) return "err empty request";
   const std::string& op = w[0];
+  if (op == "hello") {
+    // Each hello takes CN indexes for good: one per connection, so a process
+    // cannot use up the daemon's 1024 by saying it again and again.
+    if (w.size() != 4) return "err malformed 'hello': expected hello <system> <knobs> <cns>";
+    const int64_t n = CnWord(w[3]);
+    if (n < 1 || n > 1024) {
+      return "err malformed 'hello': CN count '" + w[3] + "' is not a number in [1, 1024]";
+    }
+    if (rights.count > 0) {
+      return "err hello already said on this connection (its CNs are " +
+             std::to_string(rights.base) + ".." + std::to_string(rights.base + rights.count - 1) +
+             "): one hello per connection";
+    }
+    return "";
+  }
   if (op == "lane" || op == "connect") {
     if (w.size() < 2) return "err malformed '" + op + "': no CN index";
     const int64_t cn = CnWord(w[1]);

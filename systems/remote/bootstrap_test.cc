@@ -32,6 +32,17 @@ TEST(Bootstrap, MalformedAddressesAreNamed) {
   EXPECT_THROW(DecodeQp("12"), std::invalid_argument);
   EXPECT_THROW(DecodeQp("12@zz/1/1/1/1/3"), std::invalid_argument);
   EXPECT_THROW(DecodePort("00/1/1"), std::invalid_argument);
+  // Fields past their verbs width are refused, not truncated (port 257 -> 1).
+  const std::string gid(32, '0');
+  EXPECT_NO_THROW(DecodePort(gid + "/0/1/1/1/3"));
+  EXPECT_NO_THROW(DecodeQp("17@" + gid + "/0/1/1/1/3"));
+  for (const char* qpn : {"", "-1", "x", "16777216", "123456789"}) {
+    EXPECT_THROW(DecodeQp(qpn + ("@" + gid) + "/0/1/1/1/3"), std::invalid_argument) << qpn;
+  }
+  for (const char* bad : {"/65536/1/1/1/3", "/0/257/1/1/3", "/0/0/1/1/3", "/0/1/256/1/3",
+                          "/0/1/1/2/3", "/0/1/1/1/0", "/0/1/1/1/6"}) {
+    EXPECT_THROW(DecodePort(gid + bad), std::invalid_argument) << bad;
+  }
   try {
     FromHex("abc");
     FAIL() << "odd-length hex accepted";
@@ -104,6 +115,15 @@ TEST(Bootstrap, AConnectionActsOnlyAsItsOwnCnsAndOnlyTheOperatorReclaims) {
       << "no token configured: nobody may";
   EXPECT_EQ(err("stats", none), "");
   EXPECT_EQ(err("", none), "err empty request");
+  // hello: once per connection (each takes CN indexes for good), a count
+  // in [1, 1024].
+  EXPECT_EQ(err("hello rpc_mw - 2", none), "");
+  EXPECT_NE(err("hello rpc_mw - 2", cn23).find("hello already said"), std::string::npos);
+  EXPECT_NE(err("hello rpc_mw - abc", none).find("CN count 'abc' is not a number"),
+            std::string::npos);
+  EXPECT_NE(err("hello rpc_mw - 0", none).find("in [1, 1024]"), std::string::npos);
+  EXPECT_NE(err("hello rpc_mw - 1025", none).find("in [1, 1024]"), std::string::npos);
+  EXPECT_NE(err("hello rpc_mw", none).find("malformed 'hello'"), std::string::npos);
 }
 
 // Attack: a CN process names its own CN index but another connection's lane
