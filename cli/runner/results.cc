@@ -259,6 +259,17 @@ std::string JsonObject(std::vector<std::pair<std::string, std::string>> members,
   return out + "}\n";
 }
 
+// `extra` plus "failed_points" (the run's failed points) when there are any.
+std::vector<std::pair<std::string, std::string>> WithFailures(
+    std::vector<std::pair<std::string, std::string>> extra,
+    const std::vector<std::string>& failed) {
+  if (failed.empty()) return extra;
+  std::string list;
+  for (const std::string& f : failed) list += (list.empty() ? "" : ",\n    ") + JsonString(f);
+  extra.insert(extra.begin(), {"failed_points", "[\n    " + list + "\n  ]"});
+  return extra;
+}
+
 // The largest peak_rss_mb among the point files (0 and "" when none has one:
 // files written before the runner recorded it).
 // What the points with a result cost: the largest peak_rss_mb and its point,
@@ -318,7 +329,7 @@ std::string MetaJson(const Spec& spec, double wall_s, const Costs& costs, const 
        {"point_wall_s", "{" + costs.wall_s + "}"},
        {"generated_at", "\"" + std::string(when) + "\""},
        {"findings", "[" + (findings.empty() ? "" : "\n    " + findings + "\n  ") + "]"}},
-      ExtraMeta(meta.meta_json));
+      WithFailures(ExtraMeta(meta.meta_json), meta.failed));
 }
 
 }  // namespace

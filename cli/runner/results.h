@@ -49,6 +49,10 @@ struct MetaOptions {
   // A JSON object (text) whose members replace the runner's member of the
   // same name or are added before "findings"; "" for none.
   std::string meta_json;
+  // The points that failed in the run writing the files ("id (log): why"):
+  // meta.json's "failed_points", present only when there are some, so a
+  // partial CSV says why it is partial.
+  std::vector<std::string> failed;
 };
 // Throws SpecError when meta_json (non-empty) is not a JSON object.
 void CheckMetaJson(const std::string& meta_json);

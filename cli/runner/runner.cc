@@ -314,7 +314,7 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
   }
   sum.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   const double meta_wall_s = todo.empty() ? EarlierWallSeconds(dir / "meta.json") : sum.wall_s;
-  WriteResults(spec, all, dir, meta_wall_s, {opt.backend, opt.meta_json});
+  WriteResults(spec, all, dir, meta_wall_s, {opt.backend, opt.meta_json, sum.failed});
   return sum;
 }
 

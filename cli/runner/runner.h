@@ -11,7 +11,8 @@
 //   compare.csv        the paper's stated values beside ours (ratio, hit/miss)
 //   meta.json          git sha and dirty flag, backend, seeds, calibration
 //                      hash, spec hash, host, wall time, each point's wall
-//                      time (point_wall_s)
+//                      time (point_wall_s), the points that failed
+//                      in this run (failed_points, when any)
 //
 // Points run longest first by the wall time meta.json recorded for them
 // (points it does not know first, in spec order), so with several jobs a

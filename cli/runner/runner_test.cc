@@ -322,6 +322,15 @@ TEST_F(RunnerTest, AFailingPointIsNamedWithItsLogAndTheOthersFinish) {
   EXPECT_NE(s.failed[0].find("alloc-rpc_mw-type2-threads_"), std::string::npos) << s.failed[0];
   EXPECT_NE(s.failed[0].find("fake: rpc_mw refused"), std::string::npos) << s.failed[0];
   EXPECT_NE(s.failed[0].find(".log"), std::string::npos);
+  // meta.json says why its CSV lacks them; a run without failures says nothing.
+  const std::string meta = Read(Out() / "meta.json");
+  const size_t at = meta.find("\"failed_points\": [");
+  ASSERT_NE(at, std::string::npos) << meta;
+  EXPECT_NE(meta.find("alloc-rpc_mw-type2-threads_1-seed1", at), std::string::npos) << meta;
+  EXPECT_NE(meta.find("fake: rpc_mw refused", at), std::string::npos) << meta;
+  unsetenv("FAKE_FAIL");
+  (void)Run();
+  EXPECT_EQ(Read(Out() / "meta.json").find("failed_points"), std::string::npos);
 }
 
 // ansible/figure.yml's sweep: three machines run one shard each, their
