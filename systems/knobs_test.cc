@@ -84,6 +84,30 @@ TEST(Knobs, ASecondSetOfOneKnobIsRefused) {
   EXPECT_THROW(AddAssignment("mw_type", &knobs), ConfigError);
 }
 
+// An MN that runs out of memory or keys while it is set up is a
+// configuration the user can fix: the error says which knob and pool.
+TEST(Registry, SetupExhaustionNamesThePoolTheGranularityAndTheFix) {
+  const fabric::VerbsError keys(ENOMEM, "node 'mn0': out of MR/MW keys (16777216)");
+  const SystemInfo& rpc = Registry::Get("rpc_mw");
+  const std::string msg =
+      SetupExhausted("rpc_mw", ValidateKnobs("rpc_mw", rpc.knobs, {{"granularity", "4KB"}}),
+                     64ull << 30, keys)
+          .what();
+  EXPECT_NE(msg.find("rpc_mw could not set up its MN for a 64GB pool at granularity=4KB "
+                     "(16777216 chunks): node 'mn0': out of MR/MW keys (16777216)"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("give a larger granularity"), std::string::npos) << msg;
+  // Without a granularity knob (ODRP's pages are fixed), only the pool is named.
+  const SystemInfo& odrp = Registry::Get("odrp");
+  const std::string fixed =
+      SetupExhausted("odrp", ValidateKnobs("odrp", odrp.knobs, {}), 1ull << 30, keys).what();
+  EXPECT_NE(fixed.find("odrp could not set up its MN for a 1GB pool: node"), std::string::npos)
+      << fixed;
+  EXPECT_EQ(fixed.find("granularity"), std::string::npos) << fixed;
+  EXPECT_NE(fixed.find("give a smaller pool"), std::string::npos) << fixed;
+}
+
 TEST(Registry, EveryApproachHasAFactoryAndDocumentedKnobs) {
   for (const SystemInfo* s : Registry::All()) {
     EXPECT_TRUE(s->make) << s->name;

@@ -26,6 +26,23 @@ std::vector<const SystemInfo*>& Approaches() {
 
 }  // namespace
 
+ConfigError SetupExhausted(const std::string& system, const Knobs& knobs, uint64_t pool_bytes,
+                           const fabric::VerbsError& e) {
+  const std::string pool = "a " + FormatSize(pool_bytes) + " pool";
+  const auto g = knobs.values().find("granularity");
+  if (g == knobs.values().end()) {
+    return ConfigError(system + " could not set up its MN for " + pool + ": " + e.what() +
+                       ". Its MN-side structures grow with the pool: give a smaller pool "
+                       "(--pool, or params: pool in a spec)");
+  }
+  const uint64_t chunks = pool_bytes / knobs.Size("granularity");
+  return ConfigError(system + " could not set up its MN for " + pool + " at granularity=" +
+                     g->second + " (" + std::to_string(chunks) + " chunks): " + e.what() +
+                     ". Its MN-side keys, windows and metadata grow with the number of chunks: "
+                     "give a larger granularity (--set granularity=..., or knobs: in a spec) or "
+                     "a smaller pool (--pool, or params: pool in a spec)");
+}
+
 const std::vector<const SystemInfo*>& Registry::All() { return Approaches(); }
 
 void Registry::Add(const SystemInfo* info) {

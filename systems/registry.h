@@ -8,12 +8,15 @@
 // tests/worked_example_test.cc, is a whole approach in one test file.
 #pragma once
 
+#include <cerrno>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "fabric/verbs.h"
 #include "systems/knobs.h"
 #include "systems/memory_manager.h"
 
@@ -38,6 +41,14 @@ struct SystemInfo {
     return needs ? needs(k) : std::vector<std::string>{};
   }
 };
+
+// The ConfigError for an MN that ran out of a resource (node memory, MR/MW
+// keys: a VerbsError with ENOMEM) while its approach was being set up for a
+// `pool_bytes` pool: it names the system, its knobs and the pool, and how to
+// fix it. What an MN sets up grows with the pool's chunks, so a granularity
+// knob, when the approach has one, is part of the fix.
+ConfigError SetupExhausted(const std::string& system, const Knobs& knobs, uint64_t pool_bytes,
+                           const fabric::VerbsError& e);
 
 struct Config {
   std::string system;
@@ -68,11 +79,16 @@ template <typename Mn, typename Cn>
 class BasicManager : public MemoryManager {
  public:
   BasicManager(std::string system, const Deployment& d, const Knobs& knobs)
-      : system_(std::move(system)), knobs_(knobs) {
+      : system_(std::move(system)), knobs_(knobs), pool_bytes_(d.pool_bytes) {
     if (d.remote_mn) {
       mn_side_ = d.remote_mn;
     } else {
-      mn_ = std::make_unique<Mn>(d, knobs);
+      try {
+        mn_ = std::make_unique<Mn>(d, knobs);
+      } catch (const fabric::VerbsError& e) {
+        if (e.err() != ENOMEM) throw;
+        throw SetupExhausted(system_, knobs_, pool_bytes_, e);
+      }
       mn_side_ = mn_.get();
     }
     for (uint32_t i = 0; i < d.cns.size(); ++i) {
@@ -85,7 +101,15 @@ class BasicManager : public MemoryManager {
   CnSide& cn(size_t i) override { return *cns_.at(i); }
   size_t num_cns() const override { return cns_.size(); }
   Task<void> Start() override {
-    if (mn_) co_await mn_->Start();
+    if (!mn_) co_return;
+    std::optional<ConfigError> exhausted;  // (no co_await in a handler)
+    try {
+      co_await mn_->Start();
+    } catch (const fabric::VerbsError& e) {
+      if (e.err() != ENOMEM) throw;
+      exhausted = SetupExhausted(system_, knobs_, pool_bytes_, e);
+    }
+    if (exhausted) throw *exhausted;
   }
   Mn& typed_mn() {
     if (!mn_) throw std::logic_error(system_ + ": the MN side runs in another process");
@@ -95,6 +119,7 @@ class BasicManager : public MemoryManager {
  private:
   std::string system_;
   Knobs knobs_;
+  uint64_t pool_bytes_;
   std::unique_ptr<Mn> mn_;
   MnSide* mn_side_ = nullptr;
   std::vector<std::unique_ptr<Cn>> cns_;
