@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/kvstore/key_gen.h"
+#include "apps/kvstore/key_cache.h"
 #include "apps/kvstore/kv_client.h"
 #include "apps/kvstore/mt64.h"
 #include "apps/kvstore/race_index.h"
@@ -23,11 +23,15 @@ using systems::Status;
 
 // Deterministic per-partition stream (std::mt19937_64's output, which the
 // standard fixes; distributions are not fixed, so none is used).
-Mt64 Stream(uint64_t seed, uint32_t partition, uint64_t purpose) {
+uint64_t StreamSeed(uint64_t seed, uint32_t partition, uint64_t purpose) {
   uint64_t z = seed ^ (0x9E3779B97F4A7C15ull * (partition + 1)) ^ (0xD1B54A32D192ED03ull * purpose);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return Mt64(z ^ (z >> 31));
+  return z ^ (z >> 31);
+}
+
+Mt64 Stream(uint64_t seed, uint32_t partition, uint64_t purpose) {
+  return Mt64(StreamSeed(seed, partition, purpose));
 }
 
 uint64_t Below(Mt64& rng, uint64_t n) { return n ? rng() % n : 0; }
@@ -154,25 +158,25 @@ Task<void> TimedPut(Shared* sh, KvClient* kv, std::string* k, const std::string&
 Task<void> Client(Shared* sh, KvClient* kv, uint64_t share) {
   const KvWorkloadSpec& spec = *sh->spec;
   const uint32_t p = kv->partition();
-  KeyGen gen(KvClient::Partitions(sh->opts), p, spec.key_bytes, Stream(spec.seed, p, 1));
+  // The partition's new keys, in KeyGen's order: `share` bounds the inserts
+  // of every workload. Drawn before the phase starts (outside virtual time),
+  // from the key cache when an earlier point drew them.
+  const KeyStream stream{KvClient::Partitions(sh->opts), p, spec.key_bytes,
+                         StreamSeed(spec.seed, p, 1)};
+  std::vector<std::string> fresh = FirstKeys(DefaultKeyDir(), stream, share);
+  uint64_t next_fresh = 0;
   Mt64 ops_rng = Stream(spec.seed, p, 2);
   const std::string value(ValueLength(spec), 'v');
   std::vector<std::string> inserted;
   Footprint fp{sh, kv};
   fp.Update();
-  // Keys are drawn before the phase starts (CN work outside virtual time anyway).
   const bool ycsbd = spec.workload == "ycsbd";
-  std::vector<std::string> fresh;
-  if (!ycsbd) {
-    fresh.reserve(share);
-    for (uint64_t i = 0; i < share; ++i) fresh.push_back(gen.Next());
-  }
   co_await Barrier(sh);
   for (uint64_t i = 0; i < share; ++i) {
     if (ycsbd && !inserted.empty() && (ops_rng() & 1)) {
       co_await TimedGet(sh, kv, inserted[Below(ops_rng, inserted.size())], value.size());
     } else {
-      std::string k = ycsbd ? gen.Next() : std::move(fresh[i]);
+      std::string k = std::move(fresh[next_fresh++]);
       co_await TimedPut(sh, kv, &k, value, &inserted);
     }
     ++sh->r->ops;

@@ -1,0 +1,113 @@
+#include "apps/kvstore/key_cache.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <system_error>
+
+#include "apps/kvstore/key_gen.h"
+#include "apps/kvstore/mt64.h"
+
+namespace dmb::apps::kv {
+namespace {
+
+// Keys a cached file must share with a fresh draw before it is trusted.
+constexpr uint64_t kCheckedKeys = 4;
+
+uint64_t BodyHash(const std::string& body) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : body) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+KeyGen MakeGen(const KeyStream& s) {
+  return KeyGen(s.partitions, s.partition, s.key_bytes, Mt64(s.rng_seed));
+}
+
+// The keys of a valid file, or none.
+std::vector<std::string> Load(const std::filesystem::path& path, const KeyStream& s,
+                              uint64_t count) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  if (!in || !std::getline(in, line)) return {};
+  unsigned long long held = 0, hash = 0;
+  if (std::sscanf(line.c_str(), "%*s %*s count=%llu fnv=%llx", &held, &hash) != 2) return {};
+  if (held < count || line + "\n" != s.KeyLine(held, hash)) return {};
+  std::string body(held * s.key_bytes, '\0');
+  if (!in.read(body.data(), static_cast<std::streamsize>(body.size())) || in.peek() != EOF ||
+      BodyHash(body) != hash) {
+    return {};
+  }
+  std::vector<std::string> keys;
+  keys.reserve(count);
+  for (uint64_t i = 0; i < count; ++i) keys.push_back(body.substr(i * s.key_bytes, s.key_bytes));
+  KeyGen fresh = MakeGen(s);
+  for (uint64_t i = 0; i < count && i < kCheckedKeys; ++i) {
+    if (fresh.Next() != keys[i]) return {};
+  }
+  return keys;
+}
+
+void Store(const std::filesystem::path& dir, const KeyStream& s,
+           const std::vector<std::string>& keys) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return;
+  std::string body;
+  body.reserve(keys.size() * s.key_bytes);
+  for (const std::string& k : keys) body += k;
+  const std::filesystem::path path = dir / s.FileName();
+  std::filesystem::path tmp = path;
+  tmp += ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << s.KeyLine(keys.size(), BodyHash(body)) << body;
+    if (!out) {
+      std::filesystem::remove(tmp, ec);
+      return;
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+}
+
+}  // namespace
+
+std::string KeyStream::FileName() const {
+  char seed[17];
+  std::snprintf(seed, sizeof(seed), "%016llx", static_cast<unsigned long long>(rng_seed));
+  return "keys-p" + std::to_string(partitions) + "-" + std::to_string(partition) + "-b" +
+         std::to_string(key_bytes) + "-r" + seed + ".keys";
+}
+
+std::string KeyStream::KeyLine(uint64_t count, uint64_t body_hash) const {
+  char hash[17];
+  std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(body_hash));
+  return "dmbench-keys v1 count=" + std::to_string(count) + " fnv=" + hash + " " + FileName() +
+         "\n";
+}
+
+std::filesystem::path DefaultKeyDir() {
+  if (const char* d = std::getenv("DMB_KEY_DIR"); d && *d) return d;
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home && *home ? home : "/tmp") / ".cache/dmbench/keys";
+}
+
+std::vector<std::string> FirstKeys(const std::filesystem::path& dir, const KeyStream& s,
+                                   uint64_t count, bool* hit) {
+  if (hit != nullptr) *hit = false;
+  if (count == 0) return {};
+  std::vector<std::string> keys = Load(dir / s.FileName(), s, count);
+  if (hit != nullptr) *hit = keys.size() == count;
+  if (keys.size() == count) return keys;
+  keys.clear();
+  keys.reserve(count);
+  KeyGen gen = MakeGen(s);
+  for (uint64_t i = 0; i < count; ++i) keys.push_back(gen.Next());
+  Store(dir, s, keys);
+  return keys;
+}
+
+}  // namespace dmb::apps::kv
