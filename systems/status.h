@@ -24,7 +24,7 @@ std::string_view CodeName(Code c);
 
 // A Status is passed up through every data-path coroutine, mostly as OK: the
 // message lives behind a pointer (null when empty), so an OK Status moves and
-// copies as two words, with no string to move.
+// copies as three words (the code and a shared_ptr), with no string to move.
 class [[nodiscard]] Status {
  public:
   Status() = default;

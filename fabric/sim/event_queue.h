@@ -5,9 +5,11 @@
 //    the one pushed first. So the order is exactly that of a binary heap on
 //    (t, seq) with seq = push count, which is what the trace hashes of the
 //    committed reference runs were made with.
-//  - At most 2^24 events pending at once and 2^40 pushes over the queue's
-//    life; Push throws std::length_error past either (a runaway model, not
-//    a use case: the figures keep a few thousand pending).
+//  - At most 2^24 events pending in the heap at once and 2^40 heap pushes
+//    over the queue's life; Push throws std::length_error past either (a
+//    runaway model, not a use case: the figures keep a few thousand
+//    pending). Events pushed for the current instant go to the FIFO below,
+//    which neither limit counts.
 //
 // Why not std::push_heap/pop_heap on the events themselves (issue 18): at
 // 288 QPs x 24 outstanding about 7,000 events are pending and Pop was 41% of

@@ -3,8 +3,9 @@
 // Contract:
 //  - Events run in (time, sequence) order; the sequence number is the order of
 //    scheduling, so a run is a pure function of the root seed and the inputs.
-//  - trace_hash() folds every executed event (time, kind, argument) into one
-//    64-bit value: the same seed gives the same hash; print it to compare runs.
+//  - trace_hash() folds every executed event's (time, kind) into one 64-bit
+//    value (arguments may be pointers: not hashed), and what components add
+//    with TraceMix: the same seed gives the same hash; print it to compare runs.
 //  - Spawned tasks that throw stop Run(), which rethrows the first exception.
 //  - Coroutines still suspended when the Simulator is destroyed are destroyed
 //    (with every Task they were awaiting) without being resumed.

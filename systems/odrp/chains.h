@@ -584,7 +584,7 @@ uint32_t DoorbellValue(const ChainGeometry& g, uint64_t n);
 
 // Request header (the SEND payload before the page, all BIG-ENDIAN):
 //   Load:          tt_addr u64 | dst_addr u64 | dst_rkey u32 | seq u32 |
-//                  re-arm u64 x 5 | doorbell u32                       (68 B)
+//                  re-arm u64 x 6 | doorbell u32                       (76 B)
 //   UnmappedStore: tt_addr u64 | reply_addr u64 | reply_rkey u32 | seq u32 |
 //                  re-arm u64 x 10 | doorbell u32, then the 4 KB page  (108 B)
 //   MappedStore:   the same with re-arm u64 x 8, then the 4 KB page     (92 B)

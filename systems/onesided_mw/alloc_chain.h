@@ -23,8 +23,10 @@
 // another lane's but the gate "instance s-1 has enabled its part of A"
 // (gcq below), and for no CN round trip: the ticket is released as soon as
 // the reply is posted, not when it is acknowledged.
-// Every one of these QPs is cross-channel, so the sim charges its offload
-// penalty for 1 + 2W QPs per Alloc QP (+1 bootstrap QP when recycling).
+// Every one of these QPs is cross-channel, but only A faces the CN: the
+// default profile charges the offload penalty for QPs connected to another
+// node, so 1 QP per Alloc QP; 1 + 2W (+1 bootstrap QP when recycling) under
+// the profile's `+all_cross_channel` reading.
 // L_w and C_w live in the metadata PD: a CN's SEND can name any qpn as an
 // access QP, but a bind to a QP outside the data PD fails, and nothing
 // CN-facing can reach the metadata MR.
@@ -243,8 +245,8 @@ class AllocChain {
   bool Faulted() const;
 
   // ---- Recovery (MN CPU, control path: onesided_mw.cc) ----
-  // Stops the chain for good: every C first (nothing more is enabled), then
-  // every L once every step it started has completed, then A and B. The CN's end of A
+  // Stops the chain for good: every C and B first (nothing more is enabled),
+  // then every L once every step it started has completed, then A. The CN's end of A
   // sees the next SEND fail.
   Task<void> Quiesce(fabric::Runtime* rt);
   // Quiesces the chain (read Inspect before) and gives its QPs (and their

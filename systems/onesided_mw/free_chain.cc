@@ -63,7 +63,7 @@ Task<std::unique_ptr<FreeChain>> FreeChain::Create(fabric::Cluster* cluster, Met
   if (g > kMaxGroupSize) {
     throw std::invalid_argument("onesided_mw free chain: group size " + std::to_string(g) + " > " +
                                 std::to_string(kMaxGroupSize) +
-                                " (the entry READ scatters 2 + 2G SGEs)");
+                                " (the entry READ scatters 2G + 3 SGEs)");
   }
   std::unique_ptr<FreeChain> ch(new FreeChain());
   ch->cluster_ = cluster;

@@ -63,7 +63,7 @@
 // and C's WQEs are not.
 //
 //   RECV on F    request (entry address X, u64 BE) -> L1.remote_addr
-//   L1 READ X (32 + 16G B), 2G + 4 SGEs:  owner_ptr, handle -> slot[s]+16
+//   L1 READ X (32 + 16G B), 2G + 3 SGEs:  owner_ptr, handle -> slot[s]+16
 //                                         mw[0] record (base, rkey, new
 //                                           rkey)     -> U.bind0 bytes 16..31
 //                                         mw[k] base, rkey -> sink (k >= 1)
@@ -264,7 +264,7 @@ class FreeChain {
   // F.wait2, F.enable, U.wait, U.enable, L6, L7, R.wait (u64 each), then the
   // RQ doorbell.
   static std::vector<uint64_t> TailValues(uint64_t s, uint32_t g, uint32_t lanes = 1);
-  // L1 scatters 2G + 4 SGEs.
+  // L1 scatters 2G + 3 SGEs.
   static constexpr uint32_t kMaxGroupSize = 6;
 
   // Creates F, R, every lane's U, L and C and the MRs the chain scatters
@@ -397,8 +397,9 @@ struct FreeQps {
 // turn on F.
 class FreeClient {
  public:
-  // `mr` covers [buf_addr, +8) with local access (the request is sent from
-  // there). `send_cq`: the CQ of the Free QP's SQ, where the caller polls
+  // `mr` covers [buf_addr, +8 x lanes) with local access, BufferBytes(lanes)
+  // when recycling (requests are sent from there; std::invalid_argument
+  // otherwise). `send_cq`: the CQ of the Free QP's SQ, where the caller polls
   // the WRs it posts itself (data through MW 0); the free request is
   // unsignaled and lands there only if it fails. Null: a counting-only CQ
   // (nothing stored, so the caller cannot poll it).
