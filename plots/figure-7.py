@@ -91,13 +91,18 @@ def main(argv):
     styles = {}
     agg["series"] = ""
     no_variant = 0
+    variants = {}
     for idx, r in agg.iterrows():
         variant = r["variant"]
         if not variant and r["alloc_bytes"] != "":
             # no variant: the allocation size tells the series apart (OneSidedMW 8 KB / 4 KB)
             variant = C.fmt_size(r["alloc_bytes"]).replace(" ", "")
             no_variant += 1
-        st = series_of(r["system"], variant, r["mn_cores"])
+        variants[idx] = variant
+    # distinct styles for the approaches (OneSidedMW 8 KB and 4 KB: two markers)
+    S.distinguish(S.series_key(agg.at[i, "system"], base_variant(v)) for i, v in variants.items())
+    for idx, r in agg.iterrows():
+        st = series_of(r["system"], variants[idx], r["mn_cores"])
         styles[st[0]] = st
         agg.at[idx, "series"] = st[0]
 

@@ -29,6 +29,8 @@ NAME = "offload-model"
 PROFILES = ["cx5+all_cross_channel", "cx5", "cx5+all_cross_channel+latency_only",
             "cx5+latency_only"]
 PROFILE_COLORS = ["#4c72b0", "#dd8452", "#55a868", "#8172b3"]
+# and a hatch each, so the bars are told apart without colour too
+PROFILE_HATCHES = ["", "////", "xxxx", "...."]
 PANELS = [("access", "lat_us_mean", "4 KB READ latency (\u00b5s)", "(a) access"),
           ("alloc", "lat_us_mean", "allocation latency (\u00b5s)", "(b) allocation"),
           ("kv", "tput_mops", "KV insert throughput (Mops)", "(c) KV, 6 CNs")]
@@ -56,7 +58,8 @@ def draw_panel(ax, rows, metric, marks):
                 continue
             y = float(r[metric].iloc[0])
             x = gi - 0.4 + width * (pi + 0.5)
-            ax.bar(x, y, width, color=PROFILE_COLORS[pi], zorder=3)
+            ax.bar(x, y, width, color=PROFILE_COLORS[pi], hatch=PROFILE_HATCHES[pi],
+                   edgecolor="black", linewidth=0.4, zorder=3)
             ymax = max(ymax, y)
             for m in marks:
                 if m["metric"] == metric and m["idx"] in r.index:
@@ -88,8 +91,9 @@ def main(argv):
             continue
         ax.set_ylabel(ylabel)
         ax.set_title(f"{title}, {top:g} thread" + ("" if top == 1 else "s"), fontsize=8)
-    handles = [Patch(color=c, label=p + (" (default)" if p == "cx5" else ""))
-               for p, c in zip(PROFILES, PROFILE_COLORS)]
+    handles = [Patch(facecolor=c, hatch=h, edgecolor="black", linewidth=0.4,
+                     label=p + (" (default)" if p == "cx5" else ""))
+               for p, c, h in zip(PROFILES, PROFILE_COLORS, PROFILE_HATCHES)]
     handles += S.paper_handles(any(not m["relative"] for m in marks),
                                any(m["relative"] for m in marks))
     fig.tight_layout(rect=(0, 0, 1, 0.86))

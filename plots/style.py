@@ -7,9 +7,14 @@ An approach keeps its colour, marker and paper label in every figure:
 
 Keys are "system" or "system/variant" as the runner spells them (variant
 spellings are matched loosely: "type-1", "type_1" and "type1" are one variant).
+A variant's sizes do not change its style ("rpc_mw/type1-1MB" is drawn as
+"rpc_mw/type1", "onesided_mw/4KB" as "onesided_mw"; the label keeps the size).
 An unknown variant of a known system gets a shade of the system's colour, an
 unknown system a colour from a fallback palette; both are chosen from a CRC of
-the key, so they are the same in every run and every figure.
+the key, so they are the same in every run and every figure. Two series of
+one figure that would still look alike (same system, same marker) are told
+apart by distinguish(), which sort_keys() calls: the later one in the papers'
+order gets the next marker of a fixed cycle and another shade.
 
 apply() sets the paper style; savefig() writes PNG (200 dpi) and PDF;
 draw_paper() / paper_handles() mark the paper's stated values beside ours.
@@ -118,9 +123,35 @@ def _split(key):
     return system.lower(), variant
 
 
+_SIZE_TOKEN = re.compile(r"\d+(?:\.\d+)?\s*[kmgt]?i?b", re.IGNORECASE)
+
+
+def _variant_tokens(variant):
+    """'type1-1MB' -> ['type1', '1MB']."""
+    return [t for t in re.split(r"[-_,;\s/]+", _clean(variant)) if t]
+
+
+def _is_size(tok):
+    return bool(_SIZE_TOKEN.fullmatch(tok))
+
+
 def _lookup(key):
+    """The style entry of key: 'system/variant' when the variant (spelled
+    loosely) is known, else with its sizes left out ('rpc_mw/type1-1MB' ->
+    'rpc_mw/type1', 'onesided_mw/4KB' -> 'onesided_mw'), else the key itself
+    ('onesided_mw/sep4lanes', not in the table: a shade of the system's style)."""
     system, variant = _split(key)
-    return system + ("/" + _norm_variant(variant) if variant else "")
+    if not variant:
+        return system
+    full = system + "/" + _norm_variant(variant)
+    if full in _STYLE:
+        return full
+    rest = _norm_variant("".join(t for t in _variant_tokens(variant) if not _is_size(t)))
+    if not rest:
+        return system
+    if f"{system}/{rest}" in _STYLE:
+        return f"{system}/{rest}"
+    return full
 
 
 def _crc(key):
@@ -136,24 +167,80 @@ def _shade(hex_color, key):
     return mcolors.to_hex(colorsys.hls_to_rgb(h, light, s))
 
 
-def color(key):
+def _default_style(key):
+    """(colour, marker) of key before distinguish(): its table entry, else a
+    CRC shade of its system's colour and the system's marker, else a
+    fallback colour and marker."""
     k = _lookup(key)
     if k in _STYLE:
-        return _STYLE[k][0]
-    system, variant = _split(key)
+        return _STYLE[k]
+    system, _ = _split(key)
     if system in _STYLE:
-        return _shade(_STYLE[system][0], key)
-    return _FALLBACK_COLORS[_crc(key) % len(_FALLBACK_COLORS)]
+        return _shade(_STYLE[system][0], key), _STYLE[system][1]
+    return (_FALLBACK_COLORS[_crc(key) % len(_FALLBACK_COLORS)],
+            _FALLBACK_MARKERS[_crc(key) % len(_FALLBACK_MARKERS)])
+
+
+# Styles distinguish() gave the keys of the figure being drawn: {key: (colour, marker)}.
+_ASSIGNED = {}
+# Markers for a variant whose system's marker another variant of the figure
+# already has: none of a known system's, nor the paper's diamond.
+_CYCLE_MARKERS = ["d", "p", "*", ">", "H", "8", "<", "v", "P", "X", "^", "s"]
+# Lightness steps of the colour of the 1st, 2nd, ... such variant.
+_CYCLE_SHADES = [-0.2, 0.17, -0.32, 0.27, -0.1]
+
+
+def _shade_step(hex_color, i):
+    r, g, b = mcolors.to_rgb(hex_color)
+    h, light, s = colorsys.rgb_to_hls(r, g, b)
+    light = min(0.85, max(0.12, light + _CYCLE_SHADES[i % len(_CYCLE_SHADES)]))
+    return mcolors.to_hex(colorsys.hls_to_rgb(h, light, s))
+
+
+def distinguish(keys):
+    """Gives every series of one figure a style of its own. Variants of one
+    system that would share a marker (unknown variants, or variants that
+    differ only in a size: 'onesided_mw/8KB' and '/4KB'; a variant the table
+    names keeps its own style unless it is another key's too) keep the first one's
+    (colour, marker) in sort_keys() order; each later one gets the next
+    marker of a fixed cycle and a darker or lighter shade, in that order, so
+    the same set of keys is styled the same in every run. sort_keys() calls
+    it, so a figure that orders its keys with it needs nothing else."""
+    keys = [k for k in dict.fromkeys(_clean(k) for k in keys) if k]
+    for k in keys:
+        _ASSIGNED.pop(k, None)
+    by_system = {}
+    for k in _sorted(keys):
+        by_system.setdefault(_split(k)[0], []).append(k)
+    for group in by_system.values():
+        used_markers, used_colors, used, extra = set(), set(), set(), 0
+        for k in group:
+            col, mk = _default_style(k)
+            # a variant of the table keeps its style unless another key has it
+            # whole (fine_mr/1mb and /4mb: one marker, two colours)
+            own = "/" in _lookup(k) and _lookup(k) in _STYLE
+            if (col, mk) in used or (mk in used_markers and not own):
+                mk = next((m for m in _CYCLE_MARKERS if m not in used_markers), mk)
+                base = _STYLE.get(_split(k)[0], (col,))[0]
+                col = _shade_step(base, extra)
+                while col in used_colors and extra < 8:
+                    extra += 1
+                    col = _shade_step(base, extra)
+                extra += 1
+                _ASSIGNED[k] = (col, mk)
+            used_markers.add(mk)
+            used_colors.add(col)
+            used.add((col, mk))
+
+
+def color(key):
+    k = _clean(key)
+    return _ASSIGNED[k][0] if k in _ASSIGNED else _default_style(k)[0]
 
 
 def marker(key):
-    k = _lookup(key)
-    if k in _STYLE:
-        return _STYLE[k][1]
-    system, _ = _split(key)
-    if system in _STYLE:
-        return _STYLE[system][1]
-    return _FALLBACK_MARKERS[_crc(key) % len(_FALLBACK_MARKERS)]
+    k = _clean(key)
+    return _ASSIGNED[k][1] if k in _ASSIGNED else _default_style(k)[1]
 
 
 def _pretty_size(v):
@@ -162,31 +249,71 @@ def _pretty_size(v):
     return f"{m.group(1)} {m.group(2).upper().replace('IB', 'iB')}" if m else v
 
 
+def _pretty_token(v):
+    """'1MB' -> '1 MB', '4lanes' -> '4 lanes'; anything else unchanged."""
+    v = _pretty_size(v)
+    return re.sub(r"^(\d+(?:\.\d+)?)([A-Za-z]{3,})$", r"\1 \2", v)
+
+
+def _with_extras(base, extras):
+    """'RPC-MW(type-1)', ['1MB'] -> 'RPC-MW(type-1, 1 MB)'."""
+    if not extras:
+        return base
+    more = ", ".join(_pretty_token(t) for t in extras)
+    return f"{base[:-1]}, {more})" if base.endswith(")") else f"{base}({more})"
+
+
 def label(key):
-    """The paper's name for a series key: 'rpc_mw/type1' -> 'RPC-MW(type-1)'."""
-    k = _lookup(key)
-    if k in _VARIANT_LABEL:
-        return _VARIANT_LABEL[k]
+    """The paper's name for a series key: 'rpc_mw/type1' -> 'RPC-MW(type-1)';
+    what the name does not say is added in the brackets: 'rpc_mw/type1-1MB'
+    -> 'RPC-MW(type-1, 1 MB)', 'onesided_mw/sep-4lanes' -> 'OneSidedMW(+Sep,
+    4 lanes)', 'fine_mr/1MB' -> 'Fine-MR(1 MB)'."""
     system, variant = _split(key)
     base = _SYSTEM_LABEL.get(system, _clean(key).partition("/")[0])
     if not variant:
         return base
-    return f"{base}({_pretty_size(variant)})"
+    full = f"{system}/{_norm_variant(variant)}"
+    if full in _VARIANT_LABEL:
+        return _VARIANT_LABEL[full]
+    toks = _variant_tokens(variant)
+    words = [i for i, t in enumerate(toks) if not _is_size(t)]
+    # the longest leading run of words that names a known variant
+    for n in range(len(words), 0, -1):
+        k = f"{system}/{_norm_variant(''.join(toks[i] for i in words[:n]))}"
+        if k in _VARIANT_LABEL:
+            return _with_extras(_VARIANT_LABEL[k],
+                                [t for i, t in enumerate(toks) if i not in words[:n]])
+    return _with_extras(base, toks) if toks else base
+
+
+def _rank(key):
+    """Known systems first (papers' order), known variants, then sizes
+    numerically and other words with their numbers in numeric order
+    ('sep-4lanes' before 'sep-16lanes')."""
+    system, variant = _split(key)
+    known = system in SYSTEM_ORDER
+    sys_rank = SYSTEM_ORDER.index(system) if known else len(SYSTEM_ORDER)
+    vorder = {"": 0, "type1": 1, "type2": 2, "nosep": 1, "sep": 2}
+    nv = _norm_variant(variant)
+    # sizes in variants ("1MB" < "4MB") sort numerically
+    m = re.match(r"(\d+(?:\.\d+)?)\s*([kmgt]?)i?b", nv)
+    size = float(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " ") if m else 0.0
+    natural = tuple((0, float(t), "") if re.fullmatch(r"\d+(?:\.\d+)?", t) else (1, 0.0, t)
+                    for t in re.findall(r"\d+(?:\.\d+)?|\D+", nv))
+    return (sys_rank, system if not known else "", vorder.get(nv, 3), size, natural,
+            _clean(key))
+
+
+def _sorted(keys):
+    return sorted(set(keys), key=_rank)
 
 
 def sort_keys(keys):
-    """Series keys in the papers' order: known systems first, then by name."""
-    def rank(key):
-        system, variant = _split(key)
-        known = system in SYSTEM_ORDER
-        sys_rank = SYSTEM_ORDER.index(system) if known else len(SYSTEM_ORDER)
-        vorder = {"": 0, "type1": 1, "type2": 2, "nosep": 1, "sep": 2}
-        nv = _norm_variant(variant)
-        # sizes in variants ("1MB" < "4MB") sort numerically
-        m = re.match(r"(\d+(?:\.\d+)?)\s*([kmgt]?)i?b", nv)
-        size = float(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " ") if m else 0.0
-        return (sys_rank, system if not known else "", vorder.get(nv, 3), size, nv)
-    return sorted(set(keys), key=rank)
+    """Series keys in the papers' order: known systems first, then by name.
+    Also gives them distinct styles (distinguish())."""
+    out = _sorted(_clean(k) for k in keys)
+    distinguish(out)
+    return out
 
 
 def lighten(c, amount=0.55):
