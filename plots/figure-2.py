@@ -32,10 +32,9 @@ def main(argv):
         raise C.PlotError(f"{NAME}: no Static-MR (lazy) row to normalize to")
     fig, axes = S.plt.subplots(1, 3, figsize=(S.FULL_WIDTH_IN, 2.4))
     b = base.iloc[0]
-    W.bars(axes[0], rows, "mem_util", "MN memory utilization", marks, ref=b["mem_util"])
+    W.bars(axes[0], rows, "mem_util", "MN memory utilization", marks)
     W.bars(axes[1], rows, "mn_cpu_peak", "peak MN CPU (cores)", marks, fmt="{:.3f}")
-    W.bars(axes[2], rows, "job_s_mean", "time / Static-MR", marks, base=b["job_s_mean"],
-           ref=1.0)
+    W.bars(axes[2], rows, "job_s_mean", "time / Static-MR", marks, base=b["job_s_mean"])
     for ax, t in zip(axes, ["(a) memory efficiency", "(b) MN CPU", "(c) performance"]):
         ax.set_title(t, fontsize=8)
     W.legend(fig)

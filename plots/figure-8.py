@@ -5,7 +5,8 @@ execution time normalized to 100% local memory (top), peak MN CPU (middle),
 MN memory utilization (bottom), one column per application.
 
 Hollow diamonds / triangles: the paper's stated values and ratios (applied to
-our Static-MR at the same point) where it states one for that bar.
+our value for the approach it is relative to, at the same point) where it
+states one for that bar.
 Reads results/figure-8/figure-8.csv and compare.csv; writes figure-8.png/.pdf.
 """
 
@@ -28,20 +29,7 @@ PANELS = [("job_s_mean", "time / 100% local"), ("mn_cpu_peak", "peak MN CPU (cor
           ("mem_util", "MN memory utilization")]
 
 
-def paper_y(cmp, r, metric, static_v):
-    for _, c in cmp.iterrows():
-        if (c["system"], c["variant"], c["metric"]) != (r["system"], r["variant"], metric):
-            continue
-        vals = dict(zip(c["param"].split(";"), c["param_value"].split(";")))
-        if vals.get("app") != r["app"] or C.norm_num(vals.get("local", "")) != \
-                C.norm_num(r["local"]):
-            continue
-        rel = "relative" in c["note"]
-        return (c["paper"] * static_v if rel else c["paper"]), rel
-    return None, False
-
-
-def draw_app(ax, rows, cmp, app, metric, local_time):
+def draw_app(ax, rows, marks, app, metric, local_time):
     sub = rows[(rows["app"] == app) & (rows["variant"] != "local")]
     keys = S.sort_keys(list(dict.fromkeys(sub["key"])))
     w = 0.38
@@ -56,11 +44,12 @@ def draw_app(ax, rows, cmp, app, metric, local_time):
             x = i + (j - 0.5) * w
             ax.bar(x, v, width=w, color=S.color(key), edgecolor="black", linewidth=0.4,
                    hatch="////" if j else "", zorder=3)
-            st = sub[(sub["system"] == "static_mr") &
-                     (sub["local"].map(C.norm_num) == C.norm_num(loc))][metric]
-            y, rel = paper_y(cmp, r, metric, float(st.iloc[0]) / div if len(st) else 1.0)
+            # the compare row that names this bar (an empty variant, ODRP's,
+            # matches any); a ratio times our value for what it is relative to
+            m = W.find_mark(marks, r, metric)
+            y = W.mark_y(m, sub, r, metric, div)
             if y is not None:
-                S.draw_paper(ax, x, y, relative=rel, size=4)
+                S.draw_paper(ax, x, y, relative=m["relative"], size=4)
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([S.label(k) for k in keys], rotation=45, ha="right", fontsize=5)
     ax.grid(axis="y", linewidth=0.3, zorder=0)
@@ -71,7 +60,7 @@ def main(argv):
     args = C.parser(NAME, __doc__).parse_args(argv)
     res, out = C.resolve_dirs(args, NAME)
     rows = W.load(res, NAME)
-    cmp = C.load_compare(res)
+    marks = W.paper_marks(res)
     S.apply()
     apps = [a for a in APPS if (rows["app"] == a).any()]
     if not apps:
@@ -83,7 +72,7 @@ def main(argv):
             C.warn(f"{NAME}: {app} has no 100%-local run; time is not normalized")
         lt = float(local.iloc[0]) if len(local) else 1.0
         for r, (metric, ylabel) in enumerate(PANELS):
-            draw_app(axes[r][c], rows, cmp, app, metric, lt)
+            draw_app(axes[r][c], rows, marks, app, metric, lt)
             if c == 0:
                 axes[r][c].set_ylabel(ylabel, fontsize=7)
         axes[0][c].set_title(APP_LABEL.get(app, app), fontsize=8)

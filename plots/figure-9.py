@@ -4,7 +4,8 @@
 (cores busy), (c) MN memory utilization, one line per approach.
 
 Hollow triangles at 48 tasks: the paper's ratios (17.3%, 29.2%, 6.3% over
-Static-MR; 1.67x Static-MR's utilization, ...) applied to our baseline.
+Static-MR; 1.67x Static-MR's utilization; ODRP 1.323x OneSidedMW's time, ...)
+applied to our value for the approach each is relative to.
 Reads results/figure-9/figure-9.csv and compare.csv; writes figure-9.png/.pdf.
 """
 
@@ -36,17 +37,16 @@ def main(argv):
     panels = [("job_s_mean", "time / 1 task Static-MR", t0), ("mn_cpu_peak", "peak MN CPU (cores)",
               1.0), ("mem_util", "MN memory utilization", 1.0)]
     keys = S.sort_keys(list(dict.fromkeys(rows["key"])))
-    xmax = rows["x"].max()
     for ax, (metric, ylabel, div) in zip(axes, panels):
         W.lines(ax, rows, keys, metric, div)
         for key in keys:
             r = rows[rows["key"] == key].sort_values("x").iloc[-1]
-            m = marks.get((r["system"], r["variant"], metric))
-            ref = rows[(rows["system"] == "static_mr") & (rows["x"] == xmax)][metric]
-            if m and m[1] and len(ref):
-                S.draw_paper(ax, xmax, m[0] * float(ref.iloc[0]) / div, relative=True)
-            elif m and not m[1]:
-                S.draw_paper(ax, xmax, m[0] / div)
+            m = W.find_mark(marks, r, metric)
+            # a ratio is scaled by the approach it is relative to (Static-MR,
+            # or OneSidedMW for ODRP's time), at the same number of tasks
+            y = W.mark_y(m, rows, r, metric, div)
+            if y is not None:
+                S.draw_paper(ax, r["x"], y, relative=m["relative"])
         ax.set_xlabel("Kmeans tasks")
         ax.set_ylabel(ylabel)
         ax.set_ylim(0, None)

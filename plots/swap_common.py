@@ -49,22 +49,73 @@ def load(res, name):
 
 
 def paper_marks(res):
-    """{(system, variant, metric): (value, relative)} from compare.csv."""
+    """compare.csv's rows that state a paper value, as dicts (common's compare
+    columns) with `rel`: the point a ratio is relative to ({} if absolute)."""
     cmp = C.load_compare(res)
-    out = {}
+    out = []
     for _, r in cmp.iterrows():
         if r["paper"] != r["paper"]:
             continue
-        out[(r["system"], r["variant"], r["metric"])] = (float(r["paper"]),
-                                                         "relative" in r["note"])
+        m = {k: ("" if isinstance(v, float) and v != v else v) for k, v in r.items()}
+        m["rel"] = C.relative_to(r["note"])
+        m["relative"] = bool(m["rel"]) or "relative" in r["note"]
+        out.append(m)
     return out
 
 
-def bars(ax, rows, metric, ylabel, marks=None, base=None, ref=None, fmt="{:.2f}"):
+def find_mark(marks, row, metric):
+    """The first of marks (paper_marks()) for metric that names our row: its
+    system, its variant (an empty one, e.g. ODRP's, matches any) and the
+    columns its params name (app, local, tasks, ...), as common's matching."""
+    row = row.copy()
+    row["op"] = "swap"
+    for m in marks or []:
+        if m["metric"] == metric and C._row_matches(row, m):
+            return m
+    return None
+
+
+def ref_value(rows, row, rel, metric):
+    """Our metric at row's point (app, tasks, local, ...) for the approach rel
+    names (system, and variant unless it leaves it open); NaN if we lack it."""
+    sel = rows
+    for k in KEYS:
+        if k in rel:
+            want = rel[k]
+        elif k in ("system", "variant"):
+            continue
+        else:
+            want = row[k]
+        sel = sel[sel[k].astype(str) == str(want)]
+    vals = sel[metric].dropna()
+    return float(vals.iloc[0]) if len(vals) else math.nan
+
+
+def mark_y(m, rows, row, metric, div=1.0):
+    """Where the paper's value m goes on an axis that shows metric / div: the
+    stated value, or its ratio times our value for the approach the ratio is
+    relative to (None when we lack that)."""
+    if not m:
+        return None
+    if not m["relative"]:
+        return float(m["paper"]) / div
+    if not m["rel"]:
+        C.warn(f"compare.csv: '{m['label']}': relative to what is not said; not marked")
+        return None
+    ref = ref_value(rows, row, m["rel"], metric)
+    if ref != ref:
+        C.warn(f"compare.csv: '{m['label']}': no baseline "
+               f"({', '.join(f'{k}={v}' for k, v in m['rel'].items())}) among our points; "
+               f"not marked")
+        return None
+    return float(m["paper"]) * ref / div
+
+
+def bars(ax, rows, metric, ylabel, marks=None, base=None, fmt="{:.2f}"):
     """One bar per row (in order), labelled below; value on top. base: divide
     by it (a normalised panel). marks: paper_marks(); a paper ratio is drawn
-    at ratio x ref (the baseline's value on this panel's axis). A bar more
-    than 4x the others' median is cut at the top edge, its value written."""
+    at ratio x our value for the approach it is relative to (mark_y). A bar
+    more than 4x the others' median is cut at the top edge, its value written."""
     xs = list(range(len(rows)))
     vals = [(r[metric] / base if base else r[metric]) for _, r in rows.iterrows()]
     finite = sorted(v for v in vals if v == v)
@@ -77,12 +128,10 @@ def bars(ax, rows, metric, ylabel, marks=None, base=None, ref=None, fmt="{:.2f}"
         shown = min(v, cap) if cap else v
         ax.bar(x, shown, width=0.7, color=S.color(r["key"]), edgecolor="black",
                linewidth=0.5, zorder=3, hatch="//" if shown < v else "")
-        m = (marks or {}).get((r["system"], r["variant"], metric))
-        y = None
-        if m:
-            y = m[0] * ref if m[1] and ref is not None else (None if m[1] else m[0])
-            if y is not None:
-                S.draw_paper(ax, x, y, relative=m[1])
+        m = find_mark(marks, r, metric)
+        y = mark_y(m, rows, r, metric, base or 1.0)
+        if y is not None:
+            S.draw_paper(ax, x, y, relative=m["relative"])
         drawn.append((x, shown, v, y))
     top = max([d[1] for d in drawn] + [d[3] for d in drawn if d[3] is not None] + [0.0])
     for x, shown, v, y in drawn:
