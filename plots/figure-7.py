@@ -8,9 +8,11 @@ total number of CN threads (threads_total = threads per CN x CNs).
 One line per system/variant: Static-MR, OneSidedMW(8 KB), OneSidedMW(4 KB),
 RPC-MW(4 KB), and RPC-MW(4 KB) with unlimited MN cores (mn_cores=unlimited, or
 'unlimited' in the variant), drawn dashed with hollow markers in RPC-MW's
-colour. Hollow black triangles: a ratio the paper states (e.g. 80.2% of
+colour. Hollow triangles: a ratio the paper states (e.g. 80.2% of
 Static-MR's peak) applied to our own baseline; hollow diamonds: absolute paper
-values (compare.csv). With several seeds a thin error bar spans their min..max.
+values (compare.csv); each in the colour of the series it is about (one
+about the unlimited series is tagged 'unlimited'). With
+several seeds a thin error bar spans their min..max.
 
 Reads results/figure-7/figure-7.csv (op=kv) and compare.csv; writes
 figure-7.png and figure-7.pdf.
@@ -150,13 +152,16 @@ def main(argv):
             drawn.add(k)
             for idx, x in zip(s.index, s["x"]):
                 pos[idx] = x
-        pts = [(pos[m["idx"]], m["value"] * scale, m["relative"]) for m in marks
-               if m["metric"] == metric and m["idx"] in pos]
+        # each paper mark in the colour of the series it is about (at 288
+        # threads they share an x)
+        pts = [(pos[m["idx"]], m["value"] * scale, m["relative"],
+                styles[agg.at[m["idx"], "series"]][1], styles[agg.at[m["idx"], "series"]][4])
+               for m in marks if m["metric"] == metric and m["idx"] in pos]
         # A paper mark far above every curve (a ratio times a small baseline)
         # would squash them: on a linear axis it is drawn at the top edge
         # with its value written beside it.
         ceiling = 2 * max(values) if values and not log else math.inf
-        values += [y for _, y, _ in pts if y <= ceiling]
+        values += [y for _, y, _, _, _ in pts if y <= ceiling]
         if not values:
             C.warn(f"{NAME}: no {metric} values; panel '{title}' is empty")
             S.no_data(ax, f"no {metric} data")
@@ -168,16 +173,21 @@ def main(argv):
                         10 ** math.ceil(math.log10(max(positive) * 1.1)))
         else:
             ax.set_ylim(0, (max(values) if max(values) > 0 else 1.0) * 1.12)
-        if any(y > ceiling for _, y, _ in pts):
+        if any(y > ceiling for _, y, _, _, _ in pts):
             ax.set_ylim(0, ax.get_ylim()[1] * 1.15)  # a free band for the clipped marks
         top = ax.get_ylim()[1]
-        for x, y, rel in pts:
+        for x, y, rel, col, unlimited in pts:
+            if unlimited and y <= ceiling:
+                # RPC-MW with and without unlimited MN cores share a colour
+                ax.annotate("unlimited", (x, y), textcoords="offset points", xytext=(-5, 0),
+                            ha="right", va="center", fontsize=5.5, color=col,
+                            bbox=dict(fc="white", ec="none", pad=0.3))
             if y > ceiling:
                 ax.annotate(f"\u2191 {y:.3g}", (x, top * 0.96), textcoords="offset points",
                             xytext=(-6, 0), ha="right", va="center", fontsize=6.5,
-                            bbox=dict(fc="white", ec="none", pad=0.4))
+                            color=col, bbox=dict(fc="white", ec="none", pad=0.4))
                 y = top * 0.96
-            if S.draw_paper(ax, x, y, relative=rel) is not None:
+            if S.draw_paper(ax, x, y, relative=rel, color=col) is not None:
                 paper_rel |= rel
                 paper_abs |= not rel
     if not drawn:
@@ -192,7 +202,9 @@ def main(argv):
                               markeredgecolor=col, label=lab))
     if seeds > 1:
         handles.append(S.seeds_handle(seeds))
-    handles += S.paper_handles(paper_abs, paper_rel)
+    for h in S.paper_handles(paper_abs, paper_rel):
+        h.set_label(h.get_label() + " (series colour)")
+        handles.append(h)
     ncol = min(4, len(handles)) or 1
     legend_rows = max(1, math.ceil(len(handles) / ncol))
     fig.tight_layout(w_pad=1.5, rect=(0, 0, 1, 0.99 - 0.075 * legend_rows))

@@ -46,13 +46,16 @@ def main(argv):
             # or OneSidedMW for ODRP's time), at the same number of tasks
             y = W.mark_y(m, rows, r, metric, div)
             if y is not None:
-                S.draw_paper(ax, r["x"], y, relative=m["relative"])
+                S.draw_paper(ax, r["x"], y, relative=m["relative"], color=S.color(key))
         ax.set_xlabel("Kmeans tasks")
         ax.set_ylabel(ylabel)
         ax.set_ylim(0, None)
         ax.grid(linewidth=0.3, zorder=0)
+    paper = S.paper_handles(True, True)
+    # the marks share x = 48 tasks: each is in its series' colour
+    paper[0].set_label(paper[0].get_label() + " (in series colour)")
     W.finish(fig, axes, ["(a) execution time", "(b) MN CPU", "(c) memory utilization"],
-             [S.series_handle(k) for k in keys] + S.paper_handles(True, True), out, NAME)
+             [S.series_handle(k) for k in keys] + paper, out, NAME)
 
 
 if __name__ == "__main__":

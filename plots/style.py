@@ -417,14 +417,16 @@ def savefig(fig, out_base):
     return png, pdf
 
 
-def draw_paper(ax, x, y, relative=False, size=5.0, zorder=6):
-    """Marks the paper's value y at x: a hollow black diamond (absolute values)
-    or a hollow black triangle (a paper ratio applied to our own baseline)."""
+def draw_paper(ax, x, y, relative=False, size=5.0, zorder=6, color="black"):
+    """Marks the paper's value y at x: a hollow diamond (absolute values) or a
+    hollow triangle (a paper ratio applied to our own baseline), black, or
+    in the colour of the series it belongs to where several share an x."""
     if y is None or not (y == y) or (ax.get_yscale() == "log" and y <= 0):
         return None
     return ax.plot([x], [y], linestyle="none", marker=PAPER_REL_MARKER if relative else
                    PAPER_MARKER, markersize=size, markerfacecolor="white",
-                   markeredgecolor="black", markeredgewidth=0.9, zorder=zorder)[0]
+                   markeredgecolor=color, markeredgewidth=0.9 if color == "black" else 1.2,
+                   zorder=zorder)[0]
 
 
 def paper_handles(absolute=True, relative=False):
