@@ -111,6 +111,24 @@ def mark_y(m, rows, row, metric, div=1.0):
     return float(m["paper"]) * ref / div
 
 
+def out_of_scale_cap(vals, factor=4.0):
+    """Where to cut bars out of scale: factor x the median of vals when the
+    largest is above it, else None (no bar is cut)."""
+    finite = sorted(v for v in vals if v == v)
+    med = finite[len(finite) // 2] if finite else 0
+    return factor * med if med > 0 and finite[-1] > factor * med else None
+
+
+def draw_cut(ax, x, width, cap, value, fmt="{:.0f}", fontsize=5.5, rotation=0):
+    """Marks a bar drawn only up to cap: a white break across it near the
+    top and its true value written above it (rotation 90: narrow bars)."""
+    for dy in (0.86, 0.9):
+        ax.plot([x - width * 0.6, x + width * 0.6], [cap * (dy - 0.02), cap * (dy + 0.02)],
+                color="white", linewidth=1.6, solid_capstyle="butt", zorder=4, clip_on=False)
+    ax.annotate(fmt.format(value), (x, cap), xytext=(0, 1), textcoords="offset points",
+                ha="center", va="bottom", fontsize=fontsize, rotation=rotation, zorder=7)
+
+
 def bars(ax, rows, metric, ylabel, marks=None, base=None, fmt="{:.2f}"):
     """One bar per row (in order), labelled below; value on top. base: divide
     by it (a normalised panel). marks: paper_marks(); a paper ratio is drawn
@@ -118,9 +136,7 @@ def bars(ax, rows, metric, ylabel, marks=None, base=None, fmt="{:.2f}"):
     more than 4x the others' median is cut at the top edge, its value written."""
     xs = list(range(len(rows)))
     vals = [(r[metric] / base if base else r[metric]) for _, r in rows.iterrows()]
-    finite = sorted(v for v in vals if v == v)
-    med = finite[len(finite) // 2] if finite else 0
-    cap = 4 * med if med > 0 and finite[-1] > 4 * med else None
+    cap = out_of_scale_cap(vals)
     drawn = []  # (x, shown height, value, paper y or None)
     for x, v, (_, r) in zip(xs, vals, rows.iterrows()):
         if v != v:
