@@ -112,6 +112,7 @@ def panel(ax, block, marks, metric, scale, title, ylabel, may_log, info):
         values += ys
         info["keys"].add(key)
         drawn_any = True
+    static_ys = []
     for _, r in static.iterrows():
         y = r[metric]
         if y != y:
@@ -119,6 +120,7 @@ def panel(ax, block, marks, metric, scale, title, ylabel, may_log, info):
         ax.axhline(y * scale, color=S.color("static_mr"), linestyle="--", linewidth=1.0,
                    zorder=2)
         values.append(y * scale)
+        static_ys.append(y * scale)
         info["static"].add(r["alloc_bytes"])
         drawn_any = True
     pts = []
@@ -142,8 +144,15 @@ def panel(ax, block, marks, metric, scale, title, ylabel, may_log, info):
         ax.set_yscale("log")
         ax.set_ylim(10 ** math.floor(math.log10(min(pos) * 0.9)), max(pos) * 2.5)
     else:
-        top = max(values) if values else 1.0
-        ax.set_ylim(0, (top if top > 0 else 1.0) * 1.15)
+        top = (max(values) if values else 1.0) or 1.0
+        floor = [y for y in static_ys if y <= 0.02 * top]
+        # Static-MR at (or near) 0 would lie on the x axis: the axis starts a
+        # little below 0 and the line says its value
+        ax.set_ylim(-0.06 * top if floor else 0, top * 1.15)
+        for y in floor:
+            ax.annotate(f"Static-MR: {y:.2g}", (0.02, y), xycoords=("axes fraction", "data"),
+                        xytext=(0, 2), textcoords="offset points", ha="left", va="bottom",
+                        fontsize=6, color=S.color("static_mr"), zorder=5)
     for x, y, rel in pts:
         if S.draw_paper(ax, x, y, relative=rel) is not None:
             info["paper_rel" if rel else "paper_abs"] = True
