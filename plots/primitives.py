@@ -7,7 +7,8 @@ Table 1 report them:
     bind beside it for contrast (constant in size).
 (b) MW bind, invalidate (type-2 LOCAL_INV, Patronus' unbind) and rebind
     latency for type-1 and type-2 MWs (bars: mean; thin whisker ending in a
-    dash: p99 where measured).
+    dash: p99 where measured; a p99 equal to the mean is not drawn as a second
+    line or whisker, the legend says 'p99 = mean').
 
 Hollow black diamonds: the paper's stated values (compare.csv), tagged with the
 paper they come from; hollow triangles: a ratio the paper states, applied to
@@ -136,14 +137,16 @@ def panel_mr(ax, mr, mw, compare):
         series = "mr" if i == 0 else f"mr/{i}"
         col, mk = S.color(series), S.marker(series)
         ax.plot(g["x"], g["lat_us_mean"], color=col, marker=mk, zorder=4)
-        handles.append(Line2D([], [], color=col, marker=mk, label="MR register, mean" + sfx))
+        same = S.p99_is_mean(g["lat_us_mean"], g["lat_us_p99"])  # one line for both
+        handles.append(Line2D([], [], color=col, marker=mk,
+                              label="MR register, mean" + (" = p99" if same else "") + sfx))
         seeds = max(seeds, int(g["n_seeds"].max()))
         if g["n_seeds"].max() > 1:
             ax.errorbar(g["x"], g["lat_us_mean"],
                         yerr=[g["lat_us_mean"] - g["lat_us_mean_min"],
                               g["lat_us_mean_max"] - g["lat_us_mean"]],
                         fmt="none", ecolor="black", elinewidth=0.7, capsize=1.5, zorder=5)
-        if g["lat_us_p99"].notna().any():
+        if g["lat_us_p99"].notna().any() and not same:
             ax.plot(g["x"], g["lat_us_p99"], color=col, linestyle="--", linewidth=0.9,
                     marker=mk, markerfacecolor="white", markersize=3, zorder=3)
             handles.append(Line2D([], [], color=col, linestyle="--", linewidth=0.9, marker=mk,
@@ -227,6 +230,7 @@ def panel_mw(ax, mw, compare):
     width = 0.8 / max(n, 1)
     pos, values = {}, []
     seeds = int(mw["n_seeds"].max())
+    p99_same, p99_drawn = {}, False
     for i, (op, mcol, pcol) in enumerate(ops):
         for j, t in enumerate(types):
             rows = mw[mw["mw_type"] == t]
@@ -236,6 +240,11 @@ def panel_mw(ax, mw, compare):
             if mean != mean:
                 continue
             p99 = rows[pcol].mean() if pcol else None
+            if p99 is not None and S.p99_is_mean([mean], [p99]):
+                p99_same.setdefault(op, None)  # a whisker of length 0: said in the legend
+                p99 = None
+            elif p99 is not None and p99 == p99:
+                p99_drawn = True
             x = i + (j - (n - 1) / 2) * width
             key = mw_key(t)
             st = S.bar_style(key, 0)
@@ -257,8 +266,11 @@ def panel_mw(ax, mw, compare):
     ax.grid(False, axis="x")
     ax.set_ylim(0, (max(values) if values else 1) * 1.5)
     handles = [Patch(label=S.label(mw_key(t)), **S.bar_style(mw_key(t), 0)) for t in types]
-    if any(pcol and mw[pcol].notna().any() for _, _, pcol in ops):
+    if p99_drawn:
         handles.append(S.p99_handle())
+    if p99_same:
+        handles.append(Line2D([], [], linestyle="none",
+                              label=f"p99 = mean ({', '.join(p99_same)})"))
     return handles, seeds, any(not m["relative"] for m in drawn), \
         any(m["relative"] for m in drawn)
 

@@ -446,6 +446,15 @@ def paper_handles(absolute=True, relative=False):
 P99_COLOR = "#666666"
 
 
+def p99_is_mean(mean, p99, rel=1e-9):
+    """True when a series' p99 equals its mean at every point that has a p99
+    (e.g. a deterministic latency): a p99 line would lie on the mean's, so
+    the figures draw it once and say 'p99 = mean' instead of a second entry."""
+    pairs = [(float(m), float(q)) for m, q in zip(mean, p99) if q == q]
+    return bool(pairs) and all(m == m and abs(q - m) <= rel * max(abs(m), abs(q))
+                               for m, q in pairs)
+
+
 def p99_handle():
     return Line2D([], [], color=P99_COLOR, linewidth=0.6, linestyle=(0, (1.5, 1.0)),
                   marker="_", markersize=7, markeredgewidth=1.1, label="p99")
