@@ -201,36 +201,48 @@ def distinguish(keys):
     """Gives every series of one figure a style of its own. Variants of one
     system that would share a marker (unknown variants, or variants that
     differ only in a size: 'onesided_mw/8KB' and '/4KB'; a variant the table
-    names keeps its own style unless it is another key's too) keep the first one's
-    (colour, marker) in sort_keys() order; each later one gets the next
-    marker of a fixed cycle and a darker or lighter shade, in that order, so
-    the same set of keys is styled the same in every run. sort_keys() calls
+    names keeps its own marker unless its whole style is another key's) or a
+    colour hard to tell apart keep the first one's style (the table's
+    approaches first, then in sort_keys() order); each later one gets the
+    next unused marker of a fixed cycle and/or the first shade of its
+    system's colour not close to one already used (an unknown variant beside
+    others always takes such a shade, not its CRC one), so the same set of
+    keys is styled the same in every run. sort_keys() calls
     it, so a figure that orders its keys with it needs nothing else."""
     keys = [k for k in dict.fromkeys(_clean(k) for k in keys) if k]
     for k in keys:
         _ASSIGNED.pop(k, None)
     by_system = {}
-    for k in _sorted(keys):
+    # the table's approaches keep their style first, then unknown variants
+    for k in sorted(_sorted(keys), key=lambda k: _lookup(k) not in _STYLE):
         by_system.setdefault(_split(k)[0], []).append(k)
     for group in by_system.values():
-        used_markers, used_colors, used, extra = set(), set(), set(), 0
+        used_markers, used_colors, used = set(), [], set()
         for k in group:
             col, mk = _default_style(k)
-            # a variant of the table keeps its style unless another key has it
-            # whole (fine_mr/1mb and /4mb: one marker, two colours)
+            # a variant of the table keeps its marker unless another key has
+            # its whole style (fine_mr/1mb and /4mb: one marker, two colours)
             own = "/" in _lookup(k) and _lookup(k) in _STYLE
+            new_col, new_mk = col, mk
             if (col, mk) in used or (mk in used_markers and not own):
-                mk = next((m for m in _CYCLE_MARKERS if m not in used_markers), mk)
+                new_mk = next((m for m in _CYCLE_MARKERS if m not in used_markers), mk)
+            if any(_close(col, u) for u in used_colors) or \
+                    (used_colors and _lookup(k) not in _STYLE):
                 base = _STYLE.get(_split(k)[0], (col,))[0]
-                col = _shade_step(base, extra)
-                while col in used_colors and extra < 8:
-                    extra += 1
-                    col = _shade_step(base, extra)
-                extra += 1
-                _ASSIGNED[k] = (col, mk)
-            used_markers.add(mk)
-            used_colors.add(col)
-            used.add((col, mk))
+                shades = [_shade_step(base, i) for i in range(len(_CYCLE_SHADES))]
+                new_col = next((c for c in shades if not any(_close(c, u) for u in used_colors)),
+                               shades[len(used_colors) % len(shades)])
+            if (new_col, new_mk) != (col, mk):
+                _ASSIGNED[k] = (new_col, new_mk)
+            used_markers.add(new_mk)
+            used_colors.append(new_col)
+            used.add((new_col, new_mk))
+
+
+def _close(c1, c2, tol=0.2):
+    """Colours a reader could take for one (RGB distance below tol)."""
+    a, b = mcolors.to_rgb(c1), mcolors.to_rgb(c2)
+    return sum((x - y) ** 2 for x, y in zip(a, b)) ** 0.5 < tol
 
 
 def color(key):
