@@ -53,7 +53,7 @@ def main(argv):
     col = S.color(S.series_key("onesided_mw", ""))
     base_t = rows.loc[rows["variant"] == "none", "job_s_mean"]
     base_t = float(base_t.iloc[0]) if len(base_t) else float(rows["job_s_mean"].iloc[0])
-    panels = [("sync_lat_us_mean", "sync swap-in latency (us)", 1.0),
+    panels = [("sync_lat_us_mean", "sync swap-in latency (\u00b5s)", 1.0),
               ("job_s_mean", "time / neither", base_t)]
     for ax, (metric, ylabel, base) in zip(axes, panels):
         vals = rows[metric] / base
@@ -61,15 +61,18 @@ def main(argv):
                edgecolor="black", linewidth=0.5, zorder=3)
         for x, v in zip(xs, vals):
             ax.text(x, v, f"{v:.2f}", ha="center", va="bottom", fontsize=6)
+        top = float(vals.max())
         if metric == "sync_lat_us_mean":
             ax.plot(xs, rows["sync_lat_us_p99"], linestyle="none", marker="_", markersize=10,
                     color=S.P99_COLOR, zorder=4)
+            top = max(top, float(rows["sync_lat_us_p99"].max()))
         for x, y in paper_points(res, rows, metric, base):
             S.draw_paper(ax, x, y, relative=True)
+            top = max(top, y)
         ax.set_xticks(range(len(ORDER)))
         ax.set_xticklabels([LABEL[v] for v in ORDER], fontsize=6)
         ax.set_ylabel(ylabel)
-        ax.set_ylim(0, None)
+        ax.set_ylim(0, top * 1.12)  # room for the values written on top of the bars
         ax.grid(axis="y", linewidth=0.3, zorder=0)
     axes[0].set_title("(a) sync swap-in", fontsize=8)
     axes[1].set_title("(b) end to end", fontsize=8)

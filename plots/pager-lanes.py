@@ -86,7 +86,7 @@ def main(argv):
     fig, axes = S.plt.subplots(1, 2, figsize=(S.FULL_WIDTH_IN, 2.4))
     grouped(axes[0], rows, keys, depths, "t_ratio", "time / Static-MR (same depth)", "{:.2f}")
     axes[0].axhline(1.0, color="black", linewidth=0.5, zorder=2)
-    grouped(axes[1], rows, keys, depths, "sync_lat_us_mean", "sync swap-in latency (us)",
+    grouped(axes[1], rows, keys, depths, "sync_lat_us_mean", "sync swap-in latency (\u00b5s)",
             "{:.1f}", p99="sync_lat_us_p99")
     W.finish(fig, axes, ["(a) end to end", "(b) sync swap-in"],
              S.dim_handles(depths, fmt="lane depth {} (I/Os in flight)") + [S.p99_handle()],
