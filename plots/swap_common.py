@@ -135,6 +135,7 @@ def bars(ax, rows, metric, ylabel, marks=None, base=None, fmt="{:.2f}"):
     at ratio x our value for the approach it is relative to (mark_y). A bar
     more than 4x the others' median is cut at the top edge, its value written."""
     xs = list(range(len(rows)))
+    S.distinguish(rows["key"])  # e.g. Static-MR's three covers: three greys
     vals = [(r[metric] / base if base else r[metric]) for _, r in rows.iterrows()]
     cap = out_of_scale_cap(vals)
     drawn = []  # (x, shown height, value, paper y or None)
