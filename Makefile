@@ -29,6 +29,7 @@
 #                    (the benchmark's JSON, meta.json, simulator-speed.png/.pdf), then
 #                    regenerate results/README.md. Run it on an idle machine: the rates are
 #                    wall-clock. BENCH_ARGS="--benchmark_filter=Storm" etc. go to the benchmark
+#   make help        this text and the experiments there are
 #   make format      clang-format the tree (make test checks it: ctest style.clang_format;
 #                    the style label also runs flake8 on plots/ and clang-tidy, .clang-tidy)
 #
@@ -42,7 +43,7 @@ PRESET ?= dev
 JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build release test tier-build scale-tests test-rxe rxe-tier test-ansible-cluster ansible-cluster-tier calibrate bench format format-check clean \
+.PHONY: help deps build release test tier-build scale-tests test-rxe rxe-tier test-ansible-cluster ansible-cluster-tier calibrate bench format format-check clean \
         figures runner-build cluster-args
 
 # Every experiment spec is a target: make figure-10, make offload-qps, ...
@@ -151,6 +152,14 @@ endif
 	/usr/bin/python3 plots/results_readme.py --results results
 
 figures: $(EXPERIMENTS)
+
+# A figure with no spec: say which there are instead of make's "No rule".
+figure-%:
+	@echo "no experiments/$@.yaml; the experiments (make NAME) are: $(EXPERIMENTS)" >&2; exit 2
+
+help:
+	@sed -n '1,/^# Debian 12 packages/p' Makefile | sed '$$d' | sed 's/^# \{0,1\}//'
+	@echo "Experiments (make NAME): $(EXPERIMENTS)"
 
 calibrate: release
 	./build/release/cli/dmbench calibrate
