@@ -154,7 +154,9 @@ int RunCommand(const RunCommandArgs& a) {
   fmt::print(stderr, "{}: {} ran, {} skipped, {} failed in {:.1f} s -> {}/{}/\n", spec.name, s.ran,
              s.skipped, s.failed.size(), s.wall_s, a.results, spec.name);
   for (const auto& k : s.skipped_caps) fmt::print(stderr, "  skipped: {}\n", k);
-  for (const auto& f : s.failed) fmt::print(stderr, "  failed: {}\n", f);
+  for (size_t i = 0; i < s.failed.size(); ++i) {
+    fmt::print(stderr, "  failed: {}\n    alone: {}\n", s.failed[i], s.reproduce[i]);
+  }
   return s.failed.empty() ? 0 : 1;
 }
 

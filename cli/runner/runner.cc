@@ -104,6 +104,27 @@ void RecordSkipped(const RunOptions& opt, const fs::path& dir, const Point& p,
   sum->skipped_caps.push_back(p.id + ": " + reason);
 }
 
+// `a` as one shell word: as it is when that is safe, else single-quoted.
+std::string ShellWord(const std::string& a) {
+  static constexpr std::string_view kPlain =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_=,./:+-@%";
+  if (!a.empty() && a.find_first_not_of(kPlain) == std::string::npos) return a;
+  std::string q = "'";
+  for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// `cmd` as one shell line that runs the point alone and prints to the
+// console: without the JSON output the runner reads.
+std::string ReproduceLine(const std::vector<std::string>& cmd) {
+  std::string line;
+  for (const std::string& a : cmd) {
+    if (a.rfind("--benchmark_out", 0) == 0 || a == "--benchmark_format=json") continue;
+    line += (line.empty() ? "" : " ") + ShellWord(a);
+  }
+  return line;
+}
+
 // One finished child: its point's JSON from the micro program's output, or
 // why it failed (the log's last line, or the output's fault). True if it ran.
 bool FinishPoint(const RunOptions& opt, const fs::path& dir, const Point& p,
@@ -130,7 +151,10 @@ bool FinishPoint(const RunOptions& opt, const fs::path& dir, const Point& p,
   }
   std::error_code ec;
   fs::remove(gb, ec);
-  if (!ok) sum->failed.push_back(p.id + " (" + log.string() + "): " + why);
+  if (!ok) {
+    sum->failed.push_back(p.id + " (" + log.string() + "): " + why);
+    sum->reproduce.push_back(ReproduceLine(cmd));
+  }
   return ok;
 }
 

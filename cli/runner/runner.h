@@ -62,6 +62,7 @@ struct RunSummary {
   size_t ran = 0;
   size_t skipped = 0;
   std::vector<std::string> failed;        // "id (see logs/id.log): last line"
+  std::vector<std::string> reproduce;     // failed[i]'s command, to run it alone (console output)
   std::vector<std::string> missing;       // collect: selected points without a result
   std::vector<std::string> skipped_caps;  // ibv: "id: needs CAP,..." (device lacks them)
   double wall_s = 0;

@@ -322,6 +322,12 @@ TEST_F(RunnerTest, AFailingPointIsNamedWithItsLogAndTheOthersFinish) {
   EXPECT_NE(s.failed[0].find("alloc-rpc_mw-type2-threads_"), std::string::npos) << s.failed[0];
   EXPECT_NE(s.failed[0].find("fake: rpc_mw refused"), std::string::npos) << s.failed[0];
   EXPECT_NE(s.failed[0].find(".log"), std::string::npos);
+  // Each failure comes with the line that runs it alone, printing to the console.
+  ASSERT_EQ(s.reproduce.size(), 2u);
+  EXPECT_NE(s.reproduce[0].find("--system rpc_mw"), std::string::npos) << s.reproduce[0];
+  EXPECT_NE(s.reproduce[0].find("--seed 1"), std::string::npos) << s.reproduce[0];
+  EXPECT_EQ(s.reproduce[0].find("--benchmark_out"), std::string::npos) << s.reproduce[0];
+  EXPECT_EQ(s.reproduce[0].find("--benchmark_format=json"), std::string::npos) << s.reproduce[0];
   // meta.json says why its CSV lacks them; a run without failures says nothing.
   const std::string meta = Read(Out() / "meta.json");
   const size_t at = meta.find("\"failed_points\": [");
