@@ -6,7 +6,7 @@
 //    byte count (`4096`);
 //  - booleans: `true` / `false`;
 //  - integers: decimal, within the knob's [min, max];
-//  - choices: one of the listed words (e.g. mn_cores `unlimited`).
+//  - choices: one of the listed words (no approach has one yet).
 // Validation throws ConfigError whose message names the system, the knob, what
 // was expected and what was given, and lists the known knobs on a typo.
 #pragma once

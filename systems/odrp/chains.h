@@ -464,7 +464,7 @@
 //
 // ---- Not written yet ---------------------------------------------------------------
 // Per-CN budgets. (Misaligned and out-of-table tt_addr are refused on every
-// chain by an 8-byte atomic on the entry: Load L0, Unmapped Store CHK, Mapped
+// chain by an 8-byte atomic on the entry: Load L1, Unmapped Store CHK, Mapped
 // Store M1, Invalidate V3; [ODRP] §4.5.2.)
 #pragma once
 
@@ -745,8 +745,11 @@ class Chain {
 // back in that order.
 class ChainClient {
  public:
-  // `hdr_mr` covers [hdr_addr, + (lanes - 1) x kHeaderStride + HeaderBytes)
-  // (local access is enough): one header per request in flight.
+  // `hdr_mr` covers one header per request in flight: Load [hdr_addr,
+  // + (lanes - 1) x kHeaderStride + HeaderBytes), local access is enough;
+  // the other kinds [hdr_addr, + lanes x kHeaderStride) with remote write
+  // (the MN writes the reply word, the last 8 bytes of each stride).
+  // Otherwise std::invalid_argument.
   // Creates the CN's QP (not connected; access: remote write, for the reply).
   ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, ChainGeometry geo,
               fabric::Mr* hdr_mr, uint64_t hdr_addr);
@@ -816,7 +819,7 @@ class ChainClient {
   uint32_t in_flight_ = 0;
   uint64_t last_request_ = ~uint64_t{0};
   uint32_t max_in_flight_ = 0;
-  WaitList window_;  // Load: requests waiting for one of the W in flight to return
+  WaitList window_;  // requests waiting for one of the W in flight to return
   bool timed_out_ = false;
   chain::ReplyDeadlines deadlines_;
   Tamper tamper_;
@@ -824,8 +827,9 @@ class ChainClient {
 
 // The CN's frontswap-style backend ([ODRP] §4.4): computes tt_addr from the
 // swap address and keeps the bitmap of mapped swap pages that picks the store
-// chain (unmapped -> Unmapped Store, mapped -> Mapped Store). A null chain
-// client makes the operations that need it kUnsupported.
+// chain (unmapped -> Unmapped Store, mapped -> Mapped Store). `load` and
+// `unmapped_store` must not be null; a null `mapped_store` or `invalidate`
+// makes the operations that need it kUnsupported.
 class SwapClient {
  public:
   SwapClient(ChainClient* load, ChainClient* unmapped_store, uint64_t tt_base, uint64_t swap_pages,

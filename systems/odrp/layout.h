@@ -39,7 +39,7 @@
 //            the address of the claimed element, so the chain needs no
 //            arithmetic, only an EndianSwap of that address into a WQE.
 //   tail     enqueue (free): masked FAA tail += 8, then WRITE the page address
-//            into the returned element (the Invalidate chain, not written yet).
+//            into the returned element (the Invalidate chain: V5 and V8).
 //   Modulo ([ODRP] §4.2 "the modulo WR"): the metadata region is aligned to
 //   ring_bytes (a power of two), so the ring offset is the low log2(ring_bytes)
 //   bits of head/tail. The masked FAA (mlx5 extended atomics,

@@ -15,7 +15,7 @@ using fabric::QpState;
 
 namespace {
 
-constexpr uint64_t kHdrStride = kHeaderStride;  // one request header (<= 104 B)
+constexpr uint64_t kHdrStride = kHeaderStride;  // one request header (<= 124 B)
 // A Load flushed behind another request's fault retries on the rebuilt chain
 // at most this often (each retry follows a rebuild).
 constexpr int kFlushRetries = 4;

@@ -244,7 +244,7 @@ class OdrpMnSide : public MnSide {
   // The CN's TT (created once, `swap_pages` entries; later calls return it).
   Task<const CnTable*> ConnectCn(uint32_t cn_index, uint64_t swap_pages);
   // Creates a chain of `kind` for the CN, connects it to `cn_qp` (a fresh
-  // ChainClient's QP) and arms it. `lanes`: Load's or Mapped Store's W (1..kMaxLoadLanes).
+  // ChainClient's QP) and arms it. `lanes`: the chain's W, any kind (1..kMaxLoadLanes).
   Task<Chain*> OpenChain(uint32_t cn_index, ChainKind kind, fabric::Qp* cn_qp, uint32_t lanes = 1);
   // Replaces `old` (a chain of this CN whose request got no reply) by a fresh
   // one connected to `cn_qp`, repairing the free page queue after a faulted
@@ -373,8 +373,8 @@ class OdrpCn : public CnSide {
   // Read (kLoad) or Write (kMappedStore) of one whole page.
   Task<Status> Access(ChainKind kind, Lane& lane, const Chunk& chunk, uint64_t offset,
                       uint32_t length, uint64_t local_addr);
-  // Load on the CN's one pipelined chain: a request flushed behind another's
-  // fault retries on the rebuilt chain.
+  // Load or Mapped Store on the CN's one pipelined chain of that kind: a request flushed behind
+  // another's fault retries on the rebuilt chain.
   Task<Status> Pipelined(ChainKind kind, Lane& lane, const Chunk& chunk, uint64_t local_addr);
   uint32_t LanesOf(ChainKind kind) const { return lanes_[static_cast<size_t>(kind)]; }
   // Rebuilds `pc` once per fault, whichever of its flushed requests comes

@@ -214,7 +214,7 @@ class OsmwMn : public MnBase {
   // Lanes of every allocation and free chain (alloc_lanes).
   uint32_t chain_lanes() const { return lanes_; }
   const FreeChain& free_chain(uint32_t i) const { return *pairs_.at(i)->free; }
-  // MN QPs that carry chains (for the offload accounting in tests).
+  // Management pairs opened (tests).
   size_t pairs() const { return pairs_.size(); }
 
  protected:
