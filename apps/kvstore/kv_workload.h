@@ -108,9 +108,10 @@ struct KvWorkloadResult {
 uint32_t ValueLength(const KvWorkloadSpec& spec);
 
 // Throws systems::ConfigError for bad input, an approach the store refuses
-// (the store's kUnsupported message) or a value no size class holds (naming
-// the granularity that would); std::runtime_error if the store fails to open
-// otherwise.
+// (the store's kUnsupported message), a value no size class holds (naming
+// the granularity that would), keys whose blocks cannot fit in the pool, or
+// an index the pool cannot hold at open (kOutOfMemory); std::runtime_error
+// if the store fails to open otherwise.
 KvWorkloadResult RunKvWorkload(harness::Testbed& tb, const KvWorkloadSpec& spec);
 
 }  // namespace dmb::apps::kv

@@ -1,9 +1,10 @@
 // The applications' own CPU per page touched (the profile's
-// swap.app_page_<workload>), measured the way the issue defines it: the
-// algorithm run with all memory local. Runs the workload twice at `scale`:
-// once with the recorder off, timing the calling thread's CPU (input
-// generation, the graph's edges, left out), and once recorded (or from the
-// trace cache) to count the pages its trace touches. cpu_s / pages is the
+// swap.app_page_<application>, the workload's name up to its first '-'),
+// measured the way the issue defines it: the algorithm run with all memory
+// local. The pages its trace touches come from the trace cache (recorded
+// once on a miss); then the workload runs `reps` times at `scale` with the
+// recorder off, timing the calling thread's CPU (input generation, the
+// graph's edges, left out), and the fastest run counts. cpu_s / pages is the
 // work the swap model charges per page touched. Wall clock is not used, so a
 // busy machine changes the result little.
 #pragma once

@@ -13,8 +13,9 @@
 //
 // What a page touch costs (CN CPU work by named costs, all in the profile
 // with their sources; I/O from the fabric):
-//   hit / first touch     the application's own work: swap.app_page_<workload>
-//                          per page touched (also for every other kind below);
+//   hit / first touch     the application's own work: swap.app_page_<app>
+//                          (the workload's name up to its first '-') per page
+//                          touched (also for every other kind below);
 //   swap-cache hit        swap.fault_minor, then the readahead READ of the
 //                          page if it has not landed yet;
 //   major fault           swap.fault_major, the readahead window's READs
