@@ -27,7 +27,10 @@ CLI::App* AddRunCommand(CLI::App& app, RunCommandArgs* a) {
       ->check(CLI::Range(1, 4096));
   run->add_option("--filter", a->filter,
                   "Only points whose id matches this glob, e.g. 'alloc-*-threads_24-*'");
-  run->add_option("--results", a->results, "Where results/<name>/ goes")->capture_default_str();
+  run->add_option("--results", a->results,
+                  "Where results/<name>/ goes (points run longest first by the wall times its "
+                  "meta.json recorded, else by those of the spec's repository's results/<name>/)")
+      ->capture_default_str();
   run->add_option("--micro", a->micro,
                   "The micro program (default: $DMB_MICRO_PATH, else the dmb_micro beside "
                   "this dmbench)");

@@ -238,6 +238,16 @@ void OrderLongestFirst(const std::map<std::string, double>& walls,
                    [&](const Point* a, const Point* b) { return wall(a) > wall(b); });
 }
 
+// The points' recorded wall times: this results directory's meta.json, else
+// (a results root of its own, e.g. --results /tmp/r) the committed one of the
+// spec's repository, results/<name>/meta.json beside its experiments/.
+std::map<std::string, double> RecordedWalls(const Spec& spec, const fs::path& dir) {
+  std::map<std::string, double> walls = EarlierPointWalls(dir / "meta.json");
+  if (!walls.empty()) return walls;
+  const fs::path repo = fs::path(spec.path).parent_path().parent_path();
+  return EarlierPointWalls(repo / "results" / spec.name / "meta.json");
+}
+
 // Throws SpecError for options no run can use: a missing micro program (not
 // needed to collect), an unknown backend, a bad shard or --meta-json.
 void CheckOptions(const RunOptions& opt) {
@@ -332,7 +342,7 @@ RunSummary RunSpec(const Spec& spec, const RunOptions& opt) {
     fmt::print(stderr, "{}: {} points{} ({} to run, {} already done{}), {} job(s) -> {}\n",
                spec.name, sum.total, shard, todo.size(), sum.skipped,
                opt.force ? "" : "; --force reruns them", opt.jobs, dir.string());
-    const std::map<std::string, double> walls = EarlierPointWalls(dir / "meta.json");
+    const std::map<std::string, double> walls = RecordedWalls(spec, dir);
     OrderLongestFirst(walls, &todo);
     RunPoints(opt, dir, todo, walls, t0, &sum);
   }

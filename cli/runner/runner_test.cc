@@ -306,6 +306,38 @@ TEST(WallPace, ScalesTheRecordedWallsByWhatThisRunsPointsTook) {
   EXPECT_DOUBLE_EQ(pace.factor(), 5);
 }
 
+// A results root of its own (--results /tmp/r) has no meta.json yet: the
+// order comes from the spec's repository's results/<name>/meta.json.
+TEST_F(RunnerTest, AFreshResultsRootOrdersByTheRepositorysRecordedWalls) {
+  fs::create_directories(dir_ / "experiments");
+  const fs::path spec = dir_ / "experiments" / "fake-fig.yaml";
+  fs::copy_file(spec_path_, spec);
+  std::vector<std::string> ids;
+  for (const Point& p : Expand(LoadSpec(spec.string()))) ids.push_back(p.id);
+  ASSERT_GE(ids.size(), 3u);
+  fs::create_directories(dir_ / "results" / "fake-fig");
+  std::ofstream(dir_ / "results" / "fake-fig" / "meta.json")
+      << "{\"point_wall_s\": {\"" << ids[0] << "\": 1.0, \"" << ids[1] << "\": 2.0, \"" << ids[2]
+      << "\": 30.0}}\n";
+  const fs::path args = dir_ / "args.log";
+  setenv("FAKE_ARGS", args.c_str(), 1);
+  RunOptions o;
+  o.micro_path = fake_.string();
+  o.results_root = (dir_ / "elsewhere").string();
+  o.jobs = 1;
+  (void)RunSpec(LoadSpec(spec.string()), o);
+  std::vector<std::string> order;
+  std::ifstream in(args);
+  for (std::string l; std::getline(in, l);) {
+    const size_t at = l.find("/points/") + 8;
+    order.push_back(l.substr(at, l.find(".gb.json", at) - at));
+  }
+  ASSERT_EQ(order.size(), ids.size());
+  // The unknown ones first (spec order), then 30, 2 and 1 s.
+  EXPECT_EQ(std::vector<std::string>(order.end() - 3, order.end()),
+            (std::vector<std::string>{ids[2], ids[1], ids[0]}));
+}
+
 TEST(SecondsLeft, TheJobsShareTheSumButTheLongestPointIsAFloor) {
   EXPECT_DOUBLE_EQ(SecondsLeft({10, 10, 10, 10}, 2), 20);
   EXPECT_DOUBLE_EQ(SecondsLeft({600, 50, 50}, 2), 600);
