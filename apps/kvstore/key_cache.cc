@@ -9,18 +9,13 @@
 
 #include "apps/kvstore/key_gen.h"
 #include "apps/kvstore/mt64.h"
+#include "apps/kvstore/race_index.h"
 
 namespace dmb::apps::kv {
 namespace {
 
 // Keys a cached file must share with a fresh draw before it is trusted.
 constexpr uint64_t kCheckedKeys = 4;
-
-uint64_t BodyHash(const std::string& body) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : body) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
 
 KeyGen MakeGen(const KeyStream& s) {
   return KeyGen(s.partitions, s.partition, s.key_bytes, Mt64(s.rng_seed));
@@ -37,7 +32,7 @@ std::vector<std::string> Load(const std::filesystem::path& path, const KeyStream
   if (held < count || line + "\n" != s.KeyLine(held, hash)) return {};
   std::string body(held * s.key_bytes, '\0');
   if (!in.read(body.data(), static_cast<std::streamsize>(body.size())) || in.peek() != EOF ||
-      BodyHash(body) != hash) {
+      Fnv1a(body) != hash) {
     return {};
   }
   std::vector<std::string> keys;
@@ -63,7 +58,7 @@ void Store(const std::filesystem::path& dir, const KeyStream& s,
   tmp += ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << s.KeyLine(keys.size(), BodyHash(body)) << body;
+    out << s.KeyLine(keys.size(), Fnv1a(body)) << body;
     if (!out) {
       std::filesystem::remove(tmp, ec);
       return;

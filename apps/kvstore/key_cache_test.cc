@@ -11,6 +11,7 @@
 
 #include "apps/kvstore/key_gen.h"
 #include "apps/kvstore/mt64.h"
+#include "apps/kvstore/race_index.h"
 
 namespace dmb::apps::kv {
 namespace {
@@ -107,9 +108,7 @@ TEST_F(KeyCacheTest, KeysThatAFreshDrawDoesNotStartWithAreNotUsed) {
   wrong[0][0] = wrong[0][0] == 'a' ? 'b' : 'a';
   std::string body;
   for (const std::string& k : wrong) body += k;
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : body) h = (h ^ c) * 0x100000001b3ull;
-  WriteFile(stream_.KeyLine(wrong.size(), h) + body);
+  WriteFile(stream_.KeyLine(wrong.size(), Fnv1a(body)) + body);
   bool hit = true;
   EXPECT_EQ(Get(50, &hit), Drawn(stream_, 50));
   EXPECT_FALSE(hit);

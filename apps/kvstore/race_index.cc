@@ -20,13 +20,13 @@ uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
   return x;
 }
 
-uint64_t Fnv1a(std::string_view key) {
+}  // namespace
+
+uint64_t Fnv1a(std::string_view bytes) {
   uint64_t h = kFnv1aBasis;
-  for (unsigned char c : key) h = Fnv1aStep(h, c);
+  for (unsigned char c : bytes) h = Fnv1aStep(h, c);
   return h;
 }
-
-}  // namespace
 
 uint64_t FinishKeyHash(uint64_t fnv1a) { return Mix(fnv1a); }
 

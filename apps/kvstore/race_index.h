@@ -50,6 +50,8 @@ KeyHash HashKey(std::string_view key, uint32_t partitions, uint64_t buckets);
 // h = FinishKeyHash(Fnv1aStep(...Fnv1aStep(kFnv1aBasis, key[0])..., key[n-1])).
 inline constexpr uint64_t kFnv1aBasis = 0xcbf29ce484222325ull;
 inline uint64_t Fnv1aStep(uint64_t h, unsigned char c) { return (h ^ c) * 0x100000001b3ull; }
+// FNV-1a-64 of the bytes (before FinishKeyHash; also the key cache's body check).
+uint64_t Fnv1a(std::string_view bytes);
 uint64_t FinishKeyHash(uint64_t fnv1a);
 // HashKey(key, partitions, *).partition alone (KeyGen computes the same from
 // FinishKeyHash, for a batch of candidates at once).
