@@ -1,6 +1,7 @@
 // Giving an offloaded chain's verbs objects back to its node (MN CPU, control
-// path), for chains that are rebuilt (systems/onesided_mw renewals): without
-// it every rebuild keeps the old rings, CQs and scratch for good.
+// path), for chains that are rebuilt (systems/onesided_mw renewals, ODRP's
+// rebuilds after a fault): without it every rebuild keeps the old rings, CQs,
+// scratch and staging for good.
 #pragma once
 
 #include <algorithm>
@@ -18,13 +19,16 @@ struct ChainParts {
   std::vector<fabric::Mr*> mrs;  // over its rings and its scratch
   std::vector<fabric::Qp*> qps;
   std::vector<fabric::Cq*> cqs;
-  uint64_t scratch = 0;  // one Memory::Alloc of scratch_bytes (0: none)
-  uint64_t scratch_bytes = 0;
+  struct Range {
+    uint64_t addr = 0;  // what one Memory::Alloc returned (0: none)
+    uint64_t bytes = 0;
+  };
+  std::vector<Range> memory;  // its scratch (and staging)
 };
 
 // Stop the chain first (its QPs in ERR, nothing enabled any more). Order: the
 // MRs (nothing may reach the rings or the scratch through them once the
-// memory is reused), the QPs (their rings go back), their CQs, the scratch.
+// memory is reused), the QPs (their rings go back), their CQs, the memory.
 inline Task<void> Teardown(fabric::Node* node, ChainParts parts) {
   for (fabric::Mr* mr : parts.mrs) {
     if (mr) co_await node->DeregMr(mr);
@@ -37,7 +41,9 @@ inline Task<void> Teardown(fabric::Node* node, ChainParts parts) {
   for (fabric::Cq* cq : parts.cqs) {
     if (cq) node->DestroyCq(cq);
   }
-  if (parts.scratch) node->memory().Free(parts.scratch, parts.scratch_bytes);
+  for (const ChainParts::Range& r : parts.memory) {
+    if (r.addr) node->memory().Free(r.addr, r.bytes);
+  }
 }
 
 }  // namespace dmb::systems::chain

@@ -474,6 +474,7 @@
 #include <vector>
 
 #include "fabric/node.h"
+#include "systems/common/chain_teardown.h"
 #include "systems/common/chain_wr.h"
 #include "systems/common/reply_deadlines.h"
 #include "systems/common/wait_list.h"
@@ -641,6 +642,11 @@ class Chain {
   // steps LastInstance reports ran in full (odrp.h "Recovery").
   void StopControl();
   bool WorkersSettled() const;
+  // What the chain holds on the MN: R and every L_w and C_w, their CQs, the
+  // scratch and staging MRs and memory. For chain::Teardown once the chain
+  // is stopped and replaced (OdrpMnSide::RebuildChain); nothing of the
+  // chain may be used after.
+  chain::ChainParts Parts() const;
   // The instance lane w's L_w started last: its slot and how many of its L
   // WQEs started (steps, 0: the lane never ran). L_w runs in order, so only
   // this instance of the lane can be partial; steps > kStoreU1 (say) means
@@ -753,8 +759,15 @@ class ChainClient {
   // Creates the CN's QP (not connected; access: remote write, for the reply).
   ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, ChainGeometry geo,
               fabric::Mr* hdr_mr, uint64_t hdr_addr);
+  // Destroys the QP and its CQs (the header MR is the caller's).
+  ~ChainClient();
+  ChainClient(const ChainClient&) = delete;
+  ChainClient& operator=(const ChainClient&) = delete;
 
   fabric::Qp* qp() const { return qp_; }
+  // No request is inside the client (in flight or waiting for the window):
+  // it may be destroyed.
+  bool Idle() const { return in_flight_ == 0 && window_.size() == 0; }
   const ChainGeometry& geometry() const { return geo_; }
   uint64_t requests_sent() const { return next_; }
   uint32_t in_flight() const { return in_flight_; }

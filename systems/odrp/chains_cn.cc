@@ -53,6 +53,12 @@ ChainClient::ChainClient(fabric::Node* cn, fabric::Pd* pd, fabric::Runtime* rt, 
   qp_ = cn->CreateQp(a);
 }
 
+ChainClient::~ChainClient() {
+  cn_->DestroyQp(qp_);
+  cn_->DestroyCq(send_cq_);
+  cn_->DestroyCq(recv_cq_);
+}
+
 Task<Status> ChainClient::Invoke(uint64_t tt_addr, uint64_t dst_addr, uint32_t dst_rkey,
                                  const Sge* page, uint32_t expect_bytes, Ps timeout) {
   const std::string what = std::string("odrp ") + ChainKindName(geo_.kind);

@@ -189,6 +189,17 @@ std::vector<fabric::Qp*> Chain::qps() const {
   return v;
 }
 
+chain::ChainParts Chain::Parts() const {
+  chain::ChainParts p;
+  p.mrs = {scratch_mr_, staging_mr_};
+  p.qps = qps();
+  p.cqs = {rcq_, rscq_, gcq_};
+  p.cqs.insert(p.cqs.end(), lane_lcq_.begin(), lane_lcq_.end());  // lcq_ is lane 0's
+  if (scratch_mr_) p.memory.push_back({scratch_, scratch_mr_->length()});
+  if (staging_mr_) p.memory.push_back({staging_, staging_mr_->length()});
+  return p;
+}
+
 uint32_t Chain::PrevSlot(uint32_t s) const {
   const uint32_t lanes = geo_.lanes, per_lane = geo_.slots / lanes;
   return ((s / lanes + per_lane - 1) % per_lane) * lanes + s % lanes;

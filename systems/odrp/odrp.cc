@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "fabric/wqe_layout.h"
 #include "systems/registry.h"
@@ -155,9 +156,17 @@ Task<ChainReport> OdrpMnSide::RebuildChain(uint32_t cn_index, Chain* old, fabric
     rep.refused_request = old->RefusedRequest();
   }
   rep.entry_mapped = EntryMapped(*cs.table, tt_addr);
-  *it = co_await NewChain(cs, kind, cn_qp, old->geometry().lanes);  // old QPs stay in ERR
+  std::unique_ptr<Chain> fresh = co_await NewChain(cs, kind, cn_qp, old->geometry().lanes);
+  // Swapped, not emptied first: ChainRunning may look at every chain of the
+  // CN meanwhile.
+  std::unique_ptr<Chain> dead = std::exchange(*it, std::move(fresh));
   rep.chain = it->get();
   ++counters_.chains_rebuilt;
+  // The dead chain is stopped and repaired: give back what it holds, or a CN
+  // whose requests fault over and over fills the MN (odrp_test
+  // ChainsRefusedOverAndOverHoldNoMoreMemoryThanOnce).
+  repaired_.erase(dead.get());
+  co_await chain::Teardown(node_, dead->Parts());
   co_return rep;
 }
 
@@ -468,7 +477,10 @@ Task<ChainReport> OdrpCn::Rebuild(PooledChain& pc, uint64_t tt_addr) {
   std::unique_ptr<ChainClient> client = NewClient(pc.kind, pc.hdr);
   co_await node_->cpu().Work(cost_qp_modify_, 3);
   const ChainReport rep = co_await mn_->RebuildChain(cn_index_, pc.chain, client->qp(), tt_addr);
-  pc.retired.push_back(std::move(pc.client));  // a flushed request may still be inside it
+  // Clients of earlier rebuilds go once no request is inside them any more;
+  // this one's flushed requests may still be.
+  std::erase_if(pc.retired, [](const std::unique_ptr<ChainClient>& c) { return c->Idle(); });
+  pc.retired.push_back(std::move(pc.client));
   pc.client = std::move(client);
   pc.chain = rep.chain;
   WatchLiveness(pc);

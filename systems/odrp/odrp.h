@@ -133,8 +133,13 @@
 //
 // Recovery (MN CPU, control path). OdrpMnSide::RebuildChain stops the dead
 // chain (its QPs to ERR), creates and arms a fresh one connected to a fresh
-// ChainClient. The CN side reaches the MN object directly (same process);
-// a remote MN daemon is refused at construction. Unmapped Store and
+// ChainClient, then gives the dead chain's QPs, CQs, MRs, scratch and staging
+// back (chain::Teardown: up to two MR deregistrations on the MN CPU); the CN
+// destroys a replaced client once no request is inside it. A CN whose
+// requests fault over and over therefore costs the MN CPU time, not memory
+// (odrp_test ChainsRefusedOverAndOverHoldNoMoreMemoryThanOnce). The CN side
+// reaches the MN object directly (same process); a remote MN daemon is
+// refused at construction. Unmapped Store and
 // Invalidate: the other lanes may be mid-request when one faults, so the MN
 // first stops every C_w (no further step is enabled) and waits until every
 // step an L_w started has completed (Chain::WorkersSettled; a control-path
@@ -172,8 +177,8 @@
 // FAA on the tail through the RNIC) and zeroes those entries. Nobody else's
 // TT is touched.
 //
-// Not handled: per-CN budgets ([ODRP] §4.5.2 "Fairness"); reuse of a dead
-// chain's MN memory (each rebuild registers fresh scratch and staging). An
+// Not handled: per-CN budgets ([ODRP] §4.5.2 "Fairness"), also of rebuilds
+// (each costs the MN CPU a chain's creation, arming and teardown). An
 // Unmapped Store that names an entry that is already mapped (a malicious or
 // confused CN bypassing its bitmap) overwrites the entry: the CN loses its
 // own page until it is reclaimed (CHK checks the address, not that the
@@ -248,8 +253,9 @@ class OdrpMnSide : public MnSide {
   Task<Chain*> OpenChain(uint32_t cn_index, ChainKind kind, fabric::Qp* cn_qp, uint32_t lanes = 1);
   // Replaces `old` (a chain of this CN whose request got no reply) by a fresh
   // one connected to `cn_qp`, repairing the free page queue after a faulted
-  // dequeue. `tt_addr` is the entry the failed request named (reported back
-  // as entry_mapped when it lies in the CN's TT).
+  // dequeue, and tears `old` down (it must not be used after). `tt_addr` is
+  // the entry the failed request named (reported back as entry_mapped when
+  // it lies in the CN's TT).
   Task<ChainReport> RebuildChain(uint32_t cn_index, Chain* old, fabric::Qp* cn_qp,
                                  uint64_t tt_addr);
   // For a CN that saw the queue empty: sweeps the dead positions; true when
@@ -335,7 +341,8 @@ class OdrpCn : public CnSide {
     ChainReport report;  // of the last rebuild
     WaitList rebuilt;
     // Clients a rebuild replaced: requests flushed behind a fault may still
-    // be inside them (ChainClient::Invoke) when the chain is rebuilt.
+    // be inside them (ChainClient::Invoke) when the chain is rebuilt. The
+    // next rebuild destroys those that are idle.
     std::vector<std::unique_ptr<ChainClient>> retired;
   };
   struct KindPool {

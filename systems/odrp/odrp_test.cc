@@ -285,6 +285,62 @@ TEST(Odrp, AMaliciousCnsRefusedChainsLeaveAnHonestCnAlone) {
   EXPECT_EQ(Mn(tb).counters().empty_faults, 0u);
 }
 
+// Attack: a CN that gets its chains refused over and over (a read, a write
+// and a free of a chunk it does not hold, then RecoverLane, 40 rounds) makes
+// the MN rebuild a chain each time. A rebuild gives the dead chain's QPs,
+// CQs, MRs, scratch and staging back, and the CN its dead client's QP, so
+// neither node holds more after round 40 than after round 1; the honest CN's
+// data and the malicious CN's own chunk still work.
+TEST(Odrp, ChainsRefusedOverAndOverHoldNoMoreMemoryThanOnce) {
+  Testbed tb(Spec(2, 1 << 20));
+  tb.Run([](Testbed& tb) -> Task<void> {
+    CnSide& honest = tb.cn(0);
+    CnSide& bad = tb.cn(1);
+    AccessGroup* hg = co_await honest.OpenGroup(1, kPageBytes);
+    AccessGroup* bg = co_await bad.OpenGroup(1, kPageBytes);
+    auto hc = co_await honest.Alloc(*hg);
+    CO_ASSERT_OK(hc.status);
+    Fill(honest, hg->buffer_addr(), 42);
+    CO_ASSERT_OK(co_await honest.Write(hg->lane(0), hc.value, 0, kPageBytes, hg->buffer_addr()));
+    auto bc = co_await bad.Alloc(*bg);
+    CO_ASSERT_OK(bc.status);
+    const fabric::Memory& mn_mem = tb.mn_node()->memory();
+    const fabric::Memory& cn_mem = bad.node()->memory();
+    const uint64_t dst = bg->buffer_addr();
+    uint64_t mn_first = 0, cn_first = 0;
+    constexpr int kRounds = 40;
+    for (int i = 0; i < kRounds; ++i) {
+      Status rd = co_await bad.Read(bg->lane(0), hc.value, 0, kPageBytes, dst);
+      EXPECT_EQ(rd.code(), Code::kAccessDenied) << i << ": " << rd.ToString();
+      CO_ASSERT_TRUE(rd.code() == Code::kAccessDenied);
+      CO_ASSERT_OK(co_await bad.RecoverLane(bg->lane(0)));
+      Status wr = co_await bad.Write(bg->lane(0), hc.value, 0, kPageBytes, dst);
+      EXPECT_EQ(wr.code(), Code::kAccessDenied) << i << ": " << wr.ToString();
+      CO_ASSERT_TRUE(wr.code() == Code::kAccessDenied);
+      CO_ASSERT_OK(co_await bad.RecoverLane(bg->lane(0)));
+      Status fr = co_await bad.Free(*bg, hc.value);
+      EXPECT_EQ(fr.code(), Code::kNotOwner) << i << ": " << fr.ToString();
+      CO_ASSERT_TRUE(fr.code() == Code::kNotOwner);
+      if (i == 0) {
+        mn_first = mn_mem.in_use_bytes();
+        cn_first = cn_mem.in_use_bytes();
+      }
+    }
+    EXPECT_EQ(mn_mem.in_use_bytes(), mn_first) << "the MN kept dead chains";
+    EXPECT_EQ(cn_mem.in_use_bytes(), cn_first) << "the CN kept dead chain clients";
+    EXPECT_GE(Mn(tb).counters().chains_rebuilt, 3u * kRounds);
+    honest.node()->memory().Fill(hg->buffer_addr(), 0, kPageBytes);
+    CO_ASSERT_OK(co_await honest.Read(hg->lane(0), hc.value, 0, kPageBytes, hg->buffer_addr()));
+    EXPECT_TRUE(Holds(honest, hg->buffer_addr(), 42));
+    Fill(bad, dst, 9);
+    CO_ASSERT_OK(co_await bad.Write(bg->lane(0), bc.value, 0, kPageBytes, dst));
+    bad.node()->memory().Fill(dst, 0, kPageBytes);
+    CO_ASSERT_OK(co_await bad.Read(bg->lane(0), bc.value, 0, kPageBytes, dst));
+    EXPECT_TRUE(Holds(bad, dst, 9));
+    CO_ASSERT_OK(co_await bad.Free(*bg, bc.value));
+  }(tb));
+}
+
 // Regression: the Load chain once enabled R0 by a WAIT on L's completions,
 // which a faulted L0 (a tt_addr outside the CN's table) satisfies too; R0
 // then sent the page an earlier request of the same instance had loaded,

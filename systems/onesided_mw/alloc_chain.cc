@@ -444,8 +444,7 @@ Task<void> AllocChain::Destroy() {
     parts.qps.push_back(ln.c);
     parts.cqs.push_back(ln.lcq);
   }
-  parts.scratch = scratch_;
-  parts.scratch_bytes = scratch_meta_mr_->length();
+  parts.memory = {{scratch_, scratch_meta_mr_->length()}};
   lanes_.clear();
   a_ = boot_ = nullptr;
   co_await chain::Teardown(mn_, std::move(parts));

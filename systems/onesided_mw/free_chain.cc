@@ -537,8 +537,7 @@ Task<void> FreeChain::Destroy(fabric::Runtime* rt) {
     parts.qps.insert(parts.qps.end(), {ln.c, ln.u, ln.l});
     parts.cqs.insert(parts.cqs.end(), {ln.ucq, ln.lcq});
   }
-  parts.scratch = scratch_;
-  parts.scratch_bytes = scratch_meta_mr_->length();
+  parts.memory = {{scratch_, scratch_meta_mr_->length()}};
   f_ = r_ = boot_ = nullptr;
   lanes_.clear();
   co_await chain::Teardown(mn_, std::move(parts));
