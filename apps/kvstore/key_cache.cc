@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <system_error>
+#include <tuple>
 
 #include "apps/kvstore/key_gen.h"
 #include "apps/kvstore/mt64.h"
@@ -90,19 +92,54 @@ std::filesystem::path DefaultKeyDir() {
   return std::filesystem::path(home && *home ? home : "/tmp") / ".cache/dmbench/keys";
 }
 
+uint64_t KeyCacheMaxBytes() {
+  constexpr uint64_t kDefaultMb = 1024;
+  const char* v = std::getenv("DMB_KEY_CACHE_MB");
+  const uint64_t mb = v && *v ? std::strtoull(v, nullptr, 10) : kDefaultMb;
+  return mb << 20;
+}
+
 std::vector<std::string> FirstKeys(const std::filesystem::path& dir, const KeyStream& s,
-                                   uint64_t count, bool* hit) {
+                                   uint64_t count, bool* hit, uint64_t max_dir_bytes) {
   if (hit != nullptr) *hit = false;
   if (count == 0) return {};
-  std::vector<std::string> keys = Load(dir / s.FileName(), s, count);
+  const std::filesystem::path path = dir / s.FileName();
+  std::vector<std::string> keys = Load(path, s, count);
   if (hit != nullptr) *hit = keys.size() == count;
-  if (keys.size() == count) return keys;
+  if (keys.size() == count) {
+    std::error_code ec;  // a use: the file is pruned last
+    std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec);
+    return keys;
+  }
   keys.clear();
   keys.reserve(count);
   KeyGen gen = MakeGen(s);
   for (uint64_t i = 0; i < count; ++i) keys.push_back(gen.Next());
   Store(dir, s, keys);
+  PruneKeyDir(dir, s.FileName(), max_dir_bytes);
   return keys;
+}
+
+void PruneKeyDir(const std::filesystem::path& dir, const std::string& keep, uint64_t max_bytes) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::tuple<fs::file_time_type, uint64_t, fs::path>> files;  // oldest first, below
+  uint64_t total = 0;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (p.extension() != ".keys") continue;
+    std::error_code e1, e2;
+    const uint64_t bytes = fs::file_size(p, e1);
+    const fs::file_time_type t = fs::last_write_time(p, e2);
+    if (e1 || e2) continue;  // gone meanwhile
+    total += bytes;
+    if (p.filename() != keep) files.emplace_back(t, bytes, p);
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& [t, bytes, p] : files) {
+    if (total <= max_bytes) break;
+    if (fs::remove(p, ec)) total -= bytes;
+  }
 }
 
 }  // namespace dmb::apps::kv

@@ -16,7 +16,9 @@
 //    the ones KeyGen draws afresh (a changed key definition is caught there);
 //  - otherwise the keys are drawn and the file is rewritten (a temporary name
 //    renamed into place, so a reader sees a whole file or none);
-//  - a directory that cannot be written costs the cache, not the run.
+//  - a directory that cannot be written costs the cache, not the run;
+//  - the directory keeps at most `max_dir_bytes` of key files: after a
+//    store, the least recently used others go (a hit counts as a use).
 // The results of a run do not depend on the cache: keys are drawn outside
 // virtual time.
 #pragma once
@@ -40,10 +42,19 @@ struct KeyStream {
 // Where the tools keep keys: $DMB_KEY_DIR, else ~/.cache/dmbench/keys
 // (/tmp/.cache/... without a HOME).
 std::filesystem::path DefaultKeyDir();
+// The most bytes of key files a directory keeps: $DMB_KEY_CACHE_MB (MiB),
+// else 1024 (64 streams of a million 16-byte keys).
+uint64_t KeyCacheMaxBytes();
 
 // The stream's first `count` keys (see the contract above); *hit says
 // whether they came from `dir`.
 std::vector<std::string> FirstKeys(const std::filesystem::path& dir, const KeyStream& s,
-                                   uint64_t count, bool* hit = nullptr);
+                                   uint64_t count, bool* hit = nullptr,
+                                   uint64_t max_dir_bytes = KeyCacheMaxBytes());
+
+// Removes the least recently used key files (*.keys, by modification time)
+// of `dir` until the rest take at most `max_bytes`; never the one named
+// `keep`. Files another process removes meanwhile are skipped.
+void PruneKeyDir(const std::filesystem::path& dir, const std::string& keep, uint64_t max_bytes);
 
 }  // namespace dmb::apps::kv

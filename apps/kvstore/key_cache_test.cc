@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -121,6 +122,35 @@ TEST_F(KeyCacheTest, ADirectoryThatCannotBeWrittenCostsOnlyTheCache) {
   EXPECT_EQ(Get(40, &hit), Drawn(stream_, 40));
   EXPECT_FALSE(hit);
   fs::remove(dir_);
+}
+
+// Three streams' files of 100 keys each in a directory that keeps two: the
+// least recently used goes when a third is stored, and a hit is a use.
+TEST_F(KeyCacheTest, TheLeastRecentlyUsedFilesGoWhenTheDirectoryIsFull) {
+  const KeyStream a{24, 1, 16, 7}, b{24, 2, 16, 7}, c{24, 3, 16, 7};
+  const uint64_t unlimited = ~uint64_t{0};
+  (void)FirstKeys(dir_, a, 100, nullptr, unlimited);
+  (void)FirstKeys(dir_, b, 100, nullptr, unlimited);
+  const uint64_t file_bytes = fs::file_size(dir_ / a.FileName());
+  ASSERT_EQ(fs::file_size(dir_ / b.FileName()), file_bytes);
+  const auto t0 = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  fs::last_write_time(dir_ / a.FileName(), t0);  // a: older
+  fs::last_write_time(dir_ / b.FileName(), t0 + std::chrono::minutes(1));
+  bool hit = false;
+  EXPECT_EQ(FirstKeys(dir_, a, 100, &hit, unlimited), Drawn(a, 100));
+  EXPECT_TRUE(hit) << "a hit makes a the most recently used";
+  EXPECT_EQ(FirstKeys(dir_, c, 100, &hit, 2 * file_bytes), Drawn(c, 100));
+  EXPECT_FALSE(hit);
+  EXPECT_TRUE(fs::exists(dir_ / a.FileName()));
+  EXPECT_FALSE(fs::exists(dir_ / b.FileName())) << "b was the least recently used";
+  EXPECT_TRUE(fs::exists(dir_ / c.FileName())) << "the file just stored is kept";
+  // Files that are not key files are not the cache's to remove; a limit
+  // below one file keeps the file just stored alone.
+  std::ofstream(dir_ / "notes.txt") << "mine";
+  PruneKeyDir(dir_, c.FileName(), 0);
+  EXPECT_FALSE(fs::exists(dir_ / a.FileName()));
+  EXPECT_TRUE(fs::exists(dir_ / c.FileName()));
+  EXPECT_TRUE(fs::exists(dir_ / "notes.txt"));
 }
 
 TEST_F(KeyCacheTest, NoKeysNeedNoFile) {
