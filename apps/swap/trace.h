@@ -56,15 +56,16 @@ struct Trace {
 // The epoch a workload records with: 1/kEpochWorkingSetDivisor of its
 // working set, so the recorded structure (the epochs a pass over the data
 // spans, an epoch against the local memory) is the same at every scale, and
-// at least kMinEpochPages. A fixed epoch is not: 512 pages was a Kmeans
-// task's whole working set at scale 1/2048 (a pass over the data became
-// one touch per page) and its local memory at 1/512, and the major faults
-// per working-set page only settle once the epoch is at most about a
-// quarter of the local memory (1/16 of the working set at 25% local). The
-// floor keeps coalescing: a loop streams several arrays at once (Kmeans: X,
-// its bounds, labels, norms), and an epoch of a few pages closes on every
-// element, multiplying the pages touched (Kmeans 1/2048: 33x at 4 pages
-// against 16), hence the trace and the application CPU per page touched.
+// at least kMinEpochPages. A fixed epoch is not: 512 pages covered a Kmeans
+// task's whole working set (258 pages) at scale 1/2048 (a pass over the
+// data became one touch per page) and its local memory at 1/512, and the
+// major faults per working-set page only settle once the epoch is at most
+// about a quarter of the local memory (1/16 of the working set at 25%
+// local). The floor keeps coalescing: a loop streams several arrays at once
+// (Kmeans: X, its bounds, labels, norms), and an epoch of a few pages closes
+// on every element, multiplying the pages touched (Kmeans 1/2048: 33x at 4
+// pages against 16), hence the trace and the application CPU per page
+// touched.
 // Below 1,024 working-set pages (4 MB) the floor wins and the epoch is a
 // larger fraction (Kmeans at 1/2048: 16 pages, 1/16 of its 258).
 inline constexpr uint64_t kEpochWorkingSetDivisor = 64;
