@@ -129,6 +129,13 @@ class MnControl {
   virtual fabric::Qp* CreateLaneQp(uint32_t cn_index) = 0;
   // The lane is connected (RTS): the MN posts its receives.
   virtual void LaneConnected(uint32_t cn_index, fabric::Qp* mn_qp) = 0;
+  // The CN gave up its lane whose MN end is QP `mn_qpn` (RecoverLane
+  // replaced it): the MN destroys that QP once no request of it is being
+  // served, and reuses its receive slots. Without it every recovery kept
+  // one more MN QP, and a CN that broke its lanes over and over used up the
+  // MN's memory and the lanes every CN shares. Throws std::invalid_argument
+  // when `mn_qpn` is not a lane of CN `cn_index`.
+  virtual void ReleaseLane(uint32_t cn_index, uint32_t mn_qpn) = 0;
   // Re-creating a QP pair costs CPU work on the MN (QP state changes).
   virtual Task<void> ChargeQpSetup() = 0;
   // What the MN publishes to every CN when it connects (addresses and rkeys

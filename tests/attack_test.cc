@@ -1,5 +1,8 @@
 // Attack suite: what a malicious or crashed CN can and cannot do, phrased as
 // assertions per isolation level, with the counts printed.
+#include <algorithm>
+#include <stdexcept>
+
 #include "tests/suite_util.h"
 
 namespace dmb::suite {
@@ -209,6 +212,56 @@ TEST_P(Attacks, CannotFreeAnotherCnsChunk) {
     owner.node()->memory().Read(og->buffer_addr(), &b, 1);
     EXPECT_EQ(b, 0x3B);
     CO_ASSERT_OK(co_await owner.Free(*og, c.value));
+  }(tb));
+}
+
+// A CN breaks its own lane (its QP to ERR, as any refused access does) and
+// recovers it, 200 times, with spare QPs where the approach has them. Each
+// recovery connects a fresh MN end; the MN gives the replaced one back, so
+// its memory does not grow with the rounds (it grew 16.5 KB of QP rings a
+// round, and the lanes every CN shares ran out at 8,192), and an honest CN
+// still opens lanes and allocates. Nor can it release the honest CN's lane.
+TEST_P(Attacks, LanesRecoveredOverAndOverHoldNoMoreMnMemory) {
+  auto spec = SuiteSpec(GetParam(), 2);
+  if (SystemOf(GetParam()) == "rpc_mw") spec.knobs["spare_qps"] = "true";
+  Testbed tb(spec);
+  tb.Run([](Testbed& tb) -> Task<void> {
+    CnSide& bad = tb.cn(1);
+    const int lanes = std::min(2, bad.caps().max_group_lanes);
+    AccessGroup* bg = co_await bad.OpenGroup(lanes, 1 << 16);
+    const fabric::Memory& mn_mem = tb.mn_node()->memory();
+    fabric::Runtime& rt = tb.cluster().runtime();
+    constexpr Ps kSettle = 1000 * kPsPerUs;  // spares are made in the background
+    uint64_t after_first = 0;
+    for (int i = 0; i < 200; ++i) {
+      systems::Lane& lane = bg->lane(i % lanes);
+      lane.qp->Modify(fabric::QpState::kErr);
+      CO_ASSERT_OK(co_await bad.RecoverLane(lane));
+      CO_ASSERT_TRUE(!lane.broken());
+      if (i == 1) {
+        co_await rt.SleepFor(kSettle);
+        after_first = mn_mem.in_use_bytes();
+      }
+    }
+    co_await rt.SleepFor(kSettle);
+    EXPECT_EQ(mn_mem.in_use_bytes(), after_first) << "the MN kept the replaced lanes";
+    // The recovered lanes work, and the honest CN is not short of lanes.
+    auto mine = co_await bad.Alloc(*bg);
+    CO_ASSERT_OK(mine.status);
+    const uint32_t len = IoLen(bad);
+    CO_ASSERT_OK(co_await bad.Write(bg->lane(lanes - 1), mine.value, 0, len, bg->buffer_addr()));
+    AccessGroup* hg = co_await tb.cn(0).OpenGroup(lanes, 1 << 16);
+    // Releasing the honest CN's lane in its own name (what the daemon's
+    // `release` carries) is refused; the lane keeps working below.
+    const uint32_t honest_qpn = hg->lane(lanes - 1).mn_qpn;
+    if (honest_qpn != 0) {  // the lane has an MN end
+      EXPECT_THROW(tb.mm().mn().ReleaseLane(1, honest_qpn), std::invalid_argument);
+    }
+    auto c = co_await tb.cn(0).Alloc(*hg);
+    CO_ASSERT_OK(c.status);
+    CO_ASSERT_OK(co_await tb.cn(0).Write(hg->lane(lanes - 1), c.value, 0, len, hg->buffer_addr()));
+    CO_ASSERT_OK(co_await tb.cn(0).Free(*hg, c.value));
+    CO_ASSERT_OK(co_await bad.Free(*bg, mine.value));
   }(tb));
 }
 

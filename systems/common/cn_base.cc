@@ -76,6 +76,7 @@ Task<void> CnBase::MakeSpare(Lane* lane) {
 
 Task<Status> CnBase::RecoverLane(Lane& lane) {
   if (!lane.broken()) co_return Status::Ok();
+  const uint32_t old_mn_qpn = lane.mn_qpn;
   auto it = spares_.find(&lane);
   if (spare_qps_ && it != spares_.end() && it->second.qp) {
     // Promote the pre-connected spare; rebuild a new spare off the critical path.
@@ -93,6 +94,9 @@ Task<Status> CnBase::RecoverLane(Lane& lane) {
     lane.cq = p.cq;
     lane.mn_qpn = p.mn_qpn;
   }
+  // The MN gives the old end back. This CN keeps its own old QP and CQ: a
+  // request of the lane may still await its flushed completion there.
+  mn_->ReleaseLane(cn_index_, old_mn_qpn);
   ++lane.recoveries;
   co_return Status::Ok();
 }

@@ -5,7 +5,9 @@
 //  - Read/Write: one-sided READ/WRITE with the chunk's rkey for that lane,
 //    after checking the range against the chunk and the group buffer;
 //  - RecoverLane: a fresh QP pair (CPU work for the QP state changes on both
-//    ends), or a pre-connected spare when `spare_qps` is set.
+//    ends), or a pre-connected spare when `spare_qps` is set; the MN then
+//    destroys the old MN end (MnControl::ReleaseLane, no virtual time: the
+//    fabric charges no QP destroy). The CN keeps its old QP and CQ.
 #pragma once
 
 #include <memory>

@@ -73,8 +73,13 @@ fabric::Qp* MnBase::CreateLaneQp(uint32_t cn_index) {
   auto lane = std::make_unique<MnLane>();
   lane->cn_index = cn_index;
   lane->qp = qp;
-  lane->slots_addr = arena_next_;
-  arena_next_ += kLaneSlotBytes;
+  if (free_slots_.empty()) {
+    lane->slots_addr = arena_next_;
+    arena_next_ += kLaneSlotBytes;
+  } else {
+    lane->slots_addr = free_slots_.back();
+    free_slots_.pop_back();
+  }
   if (lane_by_qpn_.size() <= qp->qp_num()) lane_by_qpn_.resize(qp->qp_num() + 1, nullptr);
   lane_by_qpn_[qp->qp_num()] = lane.get();
   lanes_.push_back(std::move(lane));
@@ -92,6 +97,26 @@ void MnBase::LaneConnected(uint32_t cn_index, fabric::Qp* mn_qp) {
   MnLane* lane = LaneOf(cn_index, mn_qp->qp_num());
   if (!lane) throw std::logic_error("LaneConnected: not a lane of this CN");
   for (uint32_t s = 0; s < kRecvSlots; ++s) PostSlot(*lane, s);
+}
+
+void MnBase::ReleaseLane(uint32_t cn_index, uint32_t mn_qpn) {
+  MnLane* lane = LaneOf(cn_index, mn_qpn);
+  if (!lane || lane->released) {
+    throw std::invalid_argument("MN '" + node_->name() + "': QP " + std::to_string(mn_qpn) +
+                                " is no lane of CN " + std::to_string(cn_index));
+  }
+  lane->released = true;
+  if (lane->serving == 0) DestroyLane(lane);
+}
+
+// No completion comes of it (a destroyed QP's outstanding WRs are dropped);
+// completions it delivered before are skipped by Worker.
+void MnBase::DestroyLane(MnLane* lane) {
+  const uint32_t qpn = lane->qp->qp_num();
+  node_->DestroyQp(lane->qp);
+  free_slots_.push_back(lane->slots_addr);
+  lane_by_qpn_[qpn] = nullptr;
+  std::erase_if(lanes_, [lane](const std::unique_ptr<MnLane>& l) { return l.get() == lane; });
 }
 
 Task<void> MnBase::ChargeQpSetup() {
@@ -114,39 +139,46 @@ Task<fabric::WorkCompletion> MnBase::NextOrWake(fabric::Cq* cq) {
 }
 
 Task<void> MnBase::Worker() {
-  auto& mem = node_->memory();
   for (;;) {
     const fabric::WorkCompletion wc = co_await NextOrWake(recv_cq_);
     if (wc.status != WcStatus::kSuccess) continue;  // flushed RECV of a broken lane
     const uint32_t qpn = static_cast<uint32_t>(wc.wr_id >> 8);
-    const uint32_t slot = static_cast<uint32_t>(wc.wr_id & 0xff);
-    MnLane& lane = *lane_by_qpn_.at(qpn);
-    co_await node_->cpu().Work(cost_dispatch_);
-    const uint64_t req_addr = lane.slots_addr + slot * 2 * kRpcSlotBytes;
-    RpcRequest req;
-    mem.Read(req_addr, &req, sizeof(req));
-    PostSlot(lane, slot);
-    RpcReply reply;
-    if (wc.byte_len != sizeof(RpcRequest) || req.lanes > kMaxGroupLanes) {
-      reply.code = static_cast<uint32_t>(Code::kInvalidArgument);
-      ++rpcs_rejected_;
-    } else {
-      co_await Handle(lane, req, reply);
-      if (reply.code == static_cast<uint32_t>(Code::kNotOwner) ||
-          reply.code == static_cast<uint32_t>(Code::kInvalidArgument)) {
-        ++rpcs_rejected_;
-      }
-    }
-    ++rpcs_served_;
-    const uint64_t reply_addr = req_addr + kRpcSlotBytes;
-    mem.Write(reply_addr, &reply, sizeof(reply));
-    fabric::SendWr s;
-    s.opcode = Opcode::kSend;
-    s.flags = 0;  // unsignaled: errors still complete (and are only counted)
-    s.sg_list = {{reply_addr, static_cast<uint32_t>(sizeof(RpcReply)), arena_mr_->lkey()}};
-    lane.qp->PostSend(s);
-    co_await PostCost();
+    MnLane* lane = qpn < lane_by_qpn_.size() ? lane_by_qpn_[qpn] : nullptr;
+    if (!lane || lane->released) continue;  // a request the CN gave up with its lane
+    ++lane->serving;
+    co_await Serve(*lane, wc);
+    if (--lane->serving == 0 && lane->released) DestroyLane(lane);
   }
+}
+
+Task<void> MnBase::Serve(MnLane& lane, const fabric::WorkCompletion& wc) {
+  auto& mem = node_->memory();
+  const uint32_t slot = static_cast<uint32_t>(wc.wr_id & 0xff);
+  co_await node_->cpu().Work(cost_dispatch_);
+  const uint64_t req_addr = lane.slots_addr + slot * 2 * kRpcSlotBytes;
+  RpcRequest req;
+  mem.Read(req_addr, &req, sizeof(req));
+  PostSlot(lane, slot);
+  RpcReply reply;
+  if (wc.byte_len != sizeof(RpcRequest) || req.lanes > kMaxGroupLanes) {
+    reply.code = static_cast<uint32_t>(Code::kInvalidArgument);
+    ++rpcs_rejected_;
+  } else {
+    co_await Handle(lane, req, reply);
+    if (reply.code == static_cast<uint32_t>(Code::kNotOwner) ||
+        reply.code == static_cast<uint32_t>(Code::kInvalidArgument)) {
+      ++rpcs_rejected_;
+    }
+  }
+  ++rpcs_served_;
+  const uint64_t reply_addr = req_addr + kRpcSlotBytes;
+  mem.Write(reply_addr, &reply, sizeof(reply));
+  fabric::SendWr s;
+  s.opcode = Opcode::kSend;
+  s.flags = 0;  // unsignaled: errors still complete (and are only counted)
+  s.sg_list = {{reply_addr, static_cast<uint32_t>(sizeof(RpcReply)), arena_mr_->lkey()}};
+  lane.qp->PostSend(s);
+  co_await PostCost();
 }
 
 Task<fabric::WorkCompletion> MnBase::AwaitAdmin(AdminWaiter* w, int post_rc) {

@@ -35,6 +35,8 @@ struct MnLane {
   uint32_t cn_index = 0;
   fabric::Qp* qp = nullptr;
   uint64_t slots_addr = 0;  // kRecvSlots x (request slot, reply slot)
+  uint32_t serving = 0;     // requests of it a worker is serving
+  bool released = false;    // ReleaseLane: destroyed once serving is 0
 };
 
 class MnBase : public MnSide {
@@ -45,6 +47,7 @@ class MnBase : public MnSide {
   Task<void> Start() override;
   fabric::Qp* CreateLaneQp(uint32_t cn_index) override;
   void LaneConnected(uint32_t cn_index, fabric::Qp* mn_qp) override;
+  void ReleaseLane(uint32_t cn_index, uint32_t mn_qpn) override;
   Task<void> ChargeQpSetup() override;
   MnStats stats() const override;
   fabric::Node* node() const override { return node_; }
@@ -107,8 +110,12 @@ class MnBase : public MnSide {
   // sleeping until one arrives and paying mn.cq_wakeup.
   Task<fabric::WorkCompletion> NextOrWake(fabric::Cq* cq);
   Task<void> Worker();
+  // Serves the request that completed `wc` on `lane` and posts the reply.
+  Task<void> Serve(MnLane& lane, const fabric::WorkCompletion& wc);
   Task<void> AdminReaper();
   void PostSlot(MnLane& lane, uint32_t slot);
+  // Destroys a released lane's QP; its slots go to free_slots_.
+  void DestroyLane(MnLane* lane);
 
   fabric::Cq* recv_cq_ = nullptr;
   fabric::Cq* send_cq_ = nullptr;  // lanes' unsignaled SENDs (errors counted only)
@@ -116,6 +123,7 @@ class MnBase : public MnSide {
   WaitList admin_room_;             // posters waiting for a free admin send-ring slot
   fabric::Mr* arena_mr_ = nullptr;  // RPC slots of every lane
   uint64_t arena_next_ = 0;
+  std::vector<uint64_t> free_slots_;  // arena slots of destroyed lanes
   std::vector<std::unique_ptr<MnLane>> lanes_;
   std::vector<MnLane*> lane_by_qpn_;
   fabric::CpuCost cost_dispatch_;

@@ -79,6 +79,10 @@ void OdrpMnSide::LaneConnected(uint32_t, fabric::Qp*) {
   throw std::logic_error("odrp: no RPC lanes; a CN connects to its chains (OpenChain)");
 }
 
+void OdrpMnSide::ReleaseLane(uint32_t, uint32_t) {
+  throw std::logic_error("odrp: no RPC lanes; a CN's lanes are its own (RecoverLane resets them)");
+}
+
 Task<void> OdrpMnSide::ChargeQpSetup() {
   co_await node_->cpu().Work(cost_qp_modify_, 3);  // create + INIT + RTR + RTS of one QP
 }

@@ -243,6 +243,7 @@ class OdrpMnSide : public MnSide {
   // ODRP has no RPC lanes: CNs connect to chains (OpenChain). These throw.
   fabric::Qp* CreateLaneQp(uint32_t cn_index) override;
   void LaneConnected(uint32_t cn_index, fabric::Qp* mn_qp) override;
+  void ReleaseLane(uint32_t cn_index, uint32_t mn_qpn) override;
   Task<void> ChargeQpSetup() override;
 
   // ---- Control path (MN CPU), called by the CN sides of this process ----

@@ -427,6 +427,7 @@ TEST(Odrp, ARemoteMnIsRefusedWithAClearError) {
     systems::MnStats stats() const override { return {}; }
     fabric::Node* node() const override { return nullptr; }
     fabric::Qp* CreateLaneQp(uint32_t) override { return nullptr; }
+    void ReleaseLane(uint32_t, uint32_t) override {}
     void LaneConnected(uint32_t, fabric::Qp*) override {}
     Task<void> ChargeQpSetup() override { co_return; }
   } other;

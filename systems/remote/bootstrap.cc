@@ -156,7 +156,7 @@ std::string Authorize(const std::vector<std::string>& w, const ConnRights& right
     }
     return "";
   }
-  if (op == "lane" || op == "connect") {
+  if (op == "lane" || op == "connect" || op == "release") {
     if (w.size() < 2) return "err malformed '" + op + "': no CN index";
     const int64_t cn = CnWord(w[1]);
     if (cn < 0) return "err malformed '" + op + "': CN index '" + w[1] + "' is not a number";

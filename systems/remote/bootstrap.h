@@ -7,14 +7,16 @@
 //                       -> ok <mn port address> <published hex> <first cn index>
 //   lane <cn_index>                      -> ok <qpn>
 //   connect <cn_index> <qpn> <cn qp address>  -> ok
+//   release <cn_index> <qpn>             -> ok (RecoverLane replaced that lane)
 //   stats                                -> ok <pool> <total> <in_use> <served> <rejected>
 //   reclaim <cn_index> <operator token>  -> ok <chunks reclaimed>
 //   shutdown <operator token>            -> ok (the daemon exits)
 // Addresses are hex-encoded fabric::ibv::QpAddr / PortAddr fields.
 //
 // Who may ask what (Authorize): a connection acts only as the CN indexes its
-// own `hello` was given (lane, connect); another CN's index is refused, so
-// one CN process cannot act as another. `connect` connects only a lane QP
+// own `hello` was given (lane, connect, release); another CN's index is
+// refused, and the MN releases only a lane of the CN named, so one CN
+// process cannot act as another. `connect` connects only a lane QP
 // this connection's own `lane` created for that CN and has not connected
 // yet, so no connection takes over another's lane or any other MN QP.
 // Declaring a CN crashed (reclaim) and stopping the daemon (shutdown) are

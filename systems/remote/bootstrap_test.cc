@@ -82,9 +82,9 @@ TEST(Bootstrap, DialingNobodySaysWhatToStart) {
   EXPECT_THROW(LineConn::Dial("no-port", std::chrono::seconds(1)), std::runtime_error);
 }
 
-// The bootstrap channel's attacks: one CN process acting as another (lane
-// or connect with another CN's index), declaring a CN crashed or stopping
-// the daemon without the operator's token, malformed indexes.
+// The bootstrap channel's attacks: one CN process acting as another (lane,
+// connect or release with another CN's index), declaring a CN crashed or
+// stopping the daemon without the operator's token, malformed indexes.
 TEST(Bootstrap, AConnectionActsOnlyAsItsOwnCnsAndOnlyTheOperatorReclaims) {
   const std::string token = NewOperatorToken();
   ASSERT_EQ(token.size(), 32u);
@@ -103,6 +103,10 @@ TEST(Bootstrap, AConnectionActsOnlyAsItsOwnCnsAndOnlyTheOperatorReclaims) {
   EXPECT_NE(err("lane 99999999999", cn0).find("not a number"), std::string::npos);
   EXPECT_NE(err("lane -1", cn0).find("not a number"), std::string::npos);
   EXPECT_NE(err("lane", cn0).find("malformed"), std::string::npos);
+  // release: only as its own CN (the MN then checks the QP is that CN's lane).
+  EXPECT_EQ(err("release 3 17", cn23), "");
+  EXPECT_NE(err("release 0 17", cn23).find("not this connection's"), std::string::npos);
+  EXPECT_NE(err("release 0 17", none).find("before hello"), std::string::npos);
   // reclaim and shutdown: the operator's token, never a CN's rights.
   EXPECT_NE(err("reclaim 0", cn0).find("operator's"), std::string::npos);
   EXPECT_NE(err("reclaim 0 " + token + "x", cn0).find("operator's"), std::string::npos);

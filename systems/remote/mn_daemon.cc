@@ -190,6 +190,13 @@ class Daemon {
       rights->lanes.erase(qp->qp_num());
       co_return "ok";
     }
+    if (op == "release" && w.size() == 3) {
+      const uint32_t cn = CnIndex(w[1]);
+      const auto qpn = static_cast<uint32_t>(std::stoul(w[2]));
+      mm_->mn().ReleaseLane(cn, qpn);  // throws (err reply) for another CN's QP
+      rights->lanes.erase(qpn);
+      co_return "ok";
+    }
     if (op == "stats" && w.size() == 1) {
       const MnStats s = mm_->mn().stats();
       co_return "ok " + std::to_string(s.pool_bytes) + " " + std::to_string(s.chunks_total) + " " +
@@ -205,7 +212,7 @@ class Daemon {
       co_return "ok";
     }
     co_return "err unknown or malformed request '" + op +
-        "' (expected hello, lane, connect, stats, reclaim or shutdown)";
+        "' (expected hello, lane, connect, release, stats, reclaim or shutdown)";
   }
 
   MnDaemonOptions opts_;

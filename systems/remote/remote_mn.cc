@@ -64,6 +64,12 @@ fabric::Qp* RemoteMn::CreateLaneQp(uint32_t cn_index) {
   return lanes_.back().get();
 }
 
+void RemoteMn::ReleaseLane(uint32_t cn_index, uint32_t mn_qpn) {
+  (void)Call("release " + std::to_string(cn_index) + " " + std::to_string(mn_qpn));
+  std::erase_if(lanes_,
+                [mn_qpn](const std::unique_ptr<fabric::Qp>& q) { return q->qp_num() == mn_qpn; });
+}
+
 Task<ReclaimReport> RemoteMn::ReclaimCn(uint32_t cn_index) {
   const auto w =
       Call("reclaim " + std::to_string(cn_index) + " " + (token_.empty() ? "-" : token_));

@@ -29,7 +29,8 @@ class RemoteMn : public MnSide {
 
   fabric::Qp* CreateLaneQp(uint32_t cn_index) override;
   void LaneConnected(uint32_t, fabric::Qp*) override {}  // the daemon did it on `connect`
-  Task<void> ChargeQpSetup() override { co_return; }     // real QP setup is real time
+  void ReleaseLane(uint32_t cn_index, uint32_t mn_qpn) override;
+  Task<void> ChargeQpSetup() override { co_return; }  // real QP setup is real time
   std::string Published() const override { return published_; }
   Task<void> Start() override { co_return; }  // the daemon started it
   Task<ReclaimReport> ReclaimCn(uint32_t cn_index) override;
