@@ -32,6 +32,8 @@ class ChunkTable {
   bool OwnedBy(uint64_t i, uint32_t cn) const {
     return i < owner_.size() && owner_[i] == static_cast<int32_t>(cn);
   }
+  // Held by some CN (not free, not pending).
+  bool Owned(uint64_t i) const { return i < owner_.size() && owner_[i] >= 0; }
   // Owned -> pending: no longer the CN's, not yet reusable (revocation runs).
   void MarkPending(uint64_t i) {
     owner_[i] = kPending;

@@ -300,10 +300,9 @@ class RpcMwMn : public MnBase {
       for (uint64_t i = 0; i < table_.count(); ++i) {
         if (table_.in_use() == 0) break;
         const auto& cs = chunks_[i];
-        if (!cs.lease_mw || cs.mws.empty()) continue;
-        bool owned = false;
-        for (uint32_t cn = 0; cn < deployment_.cns.size(); ++cn) owned |= table_.OwnedBy(i, cn);
-        if (!owned) continue;
+        // Any CN's: under `dmbench mn` the MN's deployment has no CNs, and a
+        // CN process's indexes start past 0.
+        if (!cs.lease_mw || cs.mws.empty() || !table_.Owned(i)) continue;
         // A lease ends at the word's time, and never later than one period
         // from now: a CN may extend only to now + lease_us, so a word beyond
         // that (a CN that CASed it to the maximum) is refused, not honoured.

@@ -1,4 +1,5 @@
 // rpc_mw's Patronus options: leases, spare QPs, handover.
+#include "fabric/backend.h"
 #include "microbench/alloc_bench.h"
 #include "tests/suite_util.h"
 
@@ -88,6 +89,40 @@ TEST(RpcMwLeases, ALeaseCasToTheMaximumStillExpires) {
   EXPECT_TRUE(readable_before);
   EXPECT_EQ(after.code(), Code::kAccessDenied) << after.ToString();
   EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
+}
+
+// As under `dmbench mn`: the MN's deployment has no CNs (they are other
+// processes) and the CN's indexes start past 0 (the daemon hands out
+// ranges). A lease nobody extends still expires. (The scanner once looked
+// for an owner among its own deployment's CN indexes only: under the daemon
+// no lease ever expired.)
+TEST(RpcMwLeases, LeasesExpireWhenTheMnsDeploymentHasNoCns) {
+  auto backend = fabric::MakeBackend({.kind = "sim"});
+  fabric::Cluster& cl = backend->cluster();
+  fabric::Node* mn = cl.AddNode({.name = "mn0", .memory_bytes = 64ull << 20});
+  fabric::Node* cn_node = cl.AddNode({.name = "cn0", .memory_bytes = 64ull << 20});
+  const systems::Config cfg{"rpc_mw", {{"leases", "true"}, {"lease_us", "100"}}};
+  auto daemon = systems::Registry::Create(
+      cfg, {.cluster = &cl, .mn = mn, .cns = {}, .pool_bytes = 16ull << 20});
+  backend->Run(daemon->Start());
+  auto process = systems::Registry::Create(cfg, {.cluster = &cl,
+                                                 .mn = mn,
+                                                 .cns = {cn_node},
+                                                 .pool_bytes = 16ull << 20,
+                                                 .remote_mn = &daemon->mn(),
+                                                 .cn_index_base = 5});
+  Status after;
+  backend->Run([](fabric::Cluster& cl, CnSide& cn, Status* after) -> Task<void> {
+    AccessGroup* g = co_await cn.OpenGroup(1, 1 << 16);
+    auto a = co_await cn.Alloc(*g);
+    CO_ASSERT_OK(a.status);
+    CO_ASSERT_OK(co_await cn.Read(g->lane(0), a.value, 0, 64, g->buffer_addr()));
+    co_await cl.runtime().SleepFor(350 * kPsPerUs);  // 3.5 lease periods
+    *after = co_await cn.Read(g->lane(0), a.value, 0, 64, g->buffer_addr());
+  }(cl, process->cn(0), &after));
+  EXPECT_EQ(after.code(), Code::kAccessDenied) << after.ToString();
+  EXPECT_EQ(daemon->mn().stats().chunks_in_use, 0u);
+  backend->Shutdown();
 }
 
 // Patronus Table 5: QP fault handling with and without spare QPs.
