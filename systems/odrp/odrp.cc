@@ -252,12 +252,12 @@ Task<bool> OdrpMnSide::RepairQueue() {
   co_return repair_->HeadHasElement();
 }
 
-Task<bool> OdrpMnSide::ChainRunning(uint32_t cn_index, const Chain* chain) {
+Task<bool> OdrpMnSide::ChainRunning(uint32_t cn_index, const Chain* chain, uint32_t r_qpn) {
   co_await node_->cpu().Work(cost_dispatch_);
   ++counters_.liveness_checks;
   const CnState& cs = StateOf(cn_index);
   for (const auto& c : cs.chains) {
-    if (c.get() == chain) co_return !c->Faulted();
+    if (c.get() == chain && c->cn_qp()->qp_num() == r_qpn) co_return !c->Faulted();
   }
   co_return false;  // not (any more) a chain of this CN
 }
@@ -466,7 +466,9 @@ void OdrpCn::WatchLiveness(PooledChain& pc) {
   OdrpMnSide* mn = mn_;
   const uint32_t cn = cn_index_;
   const Chain* chain = pc.chain;
-  pc.client->SetLivenessCheck([mn, cn, chain]() { return mn->ChainRunning(cn, chain); });
+  const uint32_t r_qpn = chain->cn_qp()->qp_num();
+  pc.client->SetLivenessCheck(
+      [mn, cn, chain, r_qpn]() { return mn->ChainRunning(cn, chain, r_qpn); });
 }
 
 OdrpCn::Group* OdrpCn::GroupOf(const AccessGroup& ag) {

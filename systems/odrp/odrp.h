@@ -267,7 +267,9 @@ class OdrpMnSide : public MnSide {
   Task<bool> EntryIsMapped(uint32_t cn_index, uint64_t tt_addr);
   // A CN's reply deadline passed: true when `chain` (of that CN) has not
   // faulted, i.e. the request is slow, not refused (ChainClient liveness).
-  Task<bool> ChainRunning(uint32_t cn_index, const Chain* chain);
+  // `r_qpn` is the chain's R QP number when the CN took it: a rebuild frees
+  // the old Chain, and a fresh one may come to live at its address.
+  Task<bool> ChainRunning(uint32_t cn_index, const Chain* chain, uint32_t r_qpn);
 
   // MN CPU reads for tests.
   const OdrpMetadata& odrp() const { return *odrp_; }
