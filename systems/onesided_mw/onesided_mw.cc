@@ -237,10 +237,12 @@ Task<void> OsmwMn::ReclaimEntry(uint32_t i) {
   ++st_.entries_reclaimed;
 }
 
+// The chain leaves the pair before its teardown suspends: a CN's liveness
+// check (AllocRunning) meanwhile finds no chain, not one half destroyed.
 Task<bool> OsmwMn::RetireAlloc(Pair& p) {
   const bool empty = co_await RepairAlloc(p);
-  co_await p.alloc->Destroy();
-  p.alloc.reset();
+  const std::unique_ptr<AllocChain> dead = std::move(p.alloc);
+  co_await dead->Destroy();
   co_return empty;
 }
 
@@ -249,8 +251,8 @@ Task<void> OsmwMn::DropFree(Pair& p) {
   co_await p.free->Quiesce(&runtime());
   (void)co_await RepairFree(*p.free, p);
   p.frees_before += p.free->frees_done();
-  co_await p.free->Destroy(&runtime());
-  p.free.reset();
+  const std::unique_ptr<FreeChain> dead = std::move(p.free);  // as RetireAlloc
+  co_await dead->Destroy(&runtime());
 }
 
 Task<void> OsmwMn::StopChains(uint32_t cn, bool frees_too) {

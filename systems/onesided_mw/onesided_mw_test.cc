@@ -798,6 +798,35 @@ TEST(OneSidedMw, PastMaxRenewalsTheMnClosesTheCnsPairs) {
   EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
 }
 
+// The monitor cuts a CN (budget 20) while an allocation of its 4-lane chain
+// is in flight. The CN's liveness check once found the chain half torn down
+// (Destroy had cleared its QPs before the pair let go of it) and crashed the
+// MN; now the allocation gets the budget error and the CN's frees work.
+TEST(OneSidedMw, ACutWithAnAllocationInFlightFailsItCleanly) {
+  Testbed tb(Spec(1,
+                  {{"granularity", "64KB"},
+                   {"alloc_lanes", "4"},
+                   {"budget_chunks", "20"},
+                   {"monitor_period_us", "20"}},
+                  2ull << 20));
+  Status why;
+  tb.Run([](Testbed& tb, Status* why) -> Task<void> {
+    AccessGroup* g = co_await tb.cn(0).OpenGroup(1, 4096);
+    std::vector<Chunk> held;
+    for (int k = 0; k < 32 && why->ok(); ++k) {
+      auto r = co_await tb.cn(0).Alloc(*g);
+      if (r.ok()) held.push_back(r.value);
+      *why = r.status;
+      co_await tb.runtime().SleepFor(5 * kPsPerUs);
+    }
+    for (const Chunk& c : held) CO_ASSERT_OK(co_await tb.cn(0).Free(*g, c));
+  }(tb, &why));
+  EXPECT_EQ(why.code(), Code::kOutOfMemory) << why.ToString();
+  EXPECT_NE(why.message().find("budget"), std::string::npos) << why.ToString();
+  EXPECT_TRUE(Mn(tb).cut(0));
+  EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
+}
+
 // A CN over its chunk budget is cut off by the MN's monitor; the others are not.
 TEST(OneSidedMw, OverBudgetCnIsCutOff) {
   Testbed tb(Spec(2, {{"budget_chunks", "8"}, {"monitor_period_us", "50"}}));
