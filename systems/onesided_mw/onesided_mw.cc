@@ -331,8 +331,10 @@ Task<bool> OsmwMn::RepairRequest(Pair& p, uint64_t m) {
     co_return false;
   }
   if (pr.steps >= 4 && pr.entry == 0) {
-    // The claim found the element empty: the queue ran dry.
+    // The claim found the element empty: the queue ran dry. It granted
+    // nothing: the budget counts it no more (claims_started did).
     ring_->AddDeadPosition(pr.element);
+    ++p.frees_before;
     co_return true;
   }
   if (pr.steps >= 5) {
@@ -345,8 +347,9 @@ Task<bool> OsmwMn::RepairRequest(Pair& p, uint64_t m) {
     co_return false;
   }
   // Claimed but neither read nor zeroed: whatever the element holds (or an
-  // enqueue puts there) is moved to the tail by the sweep.
+  // enqueue puts there) is moved to the tail by the sweep. Nothing granted.
   ring_->AddDeadPosition(pr.element);
+  ++p.frees_before;
   co_return false;
 }
 

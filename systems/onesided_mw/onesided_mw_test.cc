@@ -798,6 +798,47 @@ TEST(OneSidedMw, PastMaxRenewalsTheMnClosesTheCnsPairs) {
   EXPECT_EQ(tb.mm().mn().stats().chunks_in_use, 0u);
 }
 
+// An honest CN that runs the queue empty ten times, each time holding the
+// whole pool and then freeing it, is never cut off by a budget of the pool
+// plus one claim in flight per lane. The claims that found the queue empty
+// (and those stopped before they read it) granted nothing; the monitor once
+// counted each as a chunk held for good, so the CN was cut within a few
+// rounds.
+TEST(OneSidedMw, ClaimsOnAnEmptyQueueAreNotChargedToTheBudget) {
+  constexpr int kLanes = 4;
+  Testbed tb(Spec(1,
+                  {{"granularity", "64KB"},
+                   {"alloc_lanes", std::to_string(kLanes)},
+                   {"budget_chunks", std::to_string(32 + kLanes)},
+                   {"monitor_period_us", "20"}},
+                  2ull << 20));  // 32 chunks
+  ASSERT_EQ(tb.mm().mn().stats().chunks_total, 32u);
+  int rounds_full = 0;
+  tb.Run([](Testbed& tb, int* rounds_full) -> Task<void> {
+    AccessGroup* g = co_await tb.cn(0).OpenGroup(1, 4096);
+    for (int round = 0; round < 10; ++round) {
+      while (Cn(tb, 0).notice() != kNoticeOk) co_await tb.runtime().SleepFor(10 * kPsPerUs);
+      std::vector<Chunk> held;
+      for (int k = 0; k < 40; ++k) {  // 32 chunks, then the empty queue
+        auto r = co_await tb.cn(0).Alloc(*g);
+        if (!r.ok()) {
+          EXPECT_EQ(r.status.code(), Code::kOutOfMemory) << round << ": " << r.status.ToString();
+          EXPECT_EQ(r.status.message().find("budget"), std::string::npos) << round;
+          break;
+        }
+        held.push_back(r.value);
+        co_await tb.runtime().SleepFor(5 * kPsPerUs);  // the monitor looks meanwhile
+      }
+      *rounds_full += held.size() == 32;
+      for (const Chunk& c : held) CO_ASSERT_OK(co_await tb.cn(0).Free(*g, c));
+      co_await tb.runtime().SleepFor(50 * kPsPerUs);
+    }
+  }(tb, &rounds_full));
+  EXPECT_EQ(rounds_full, 10) << "every round ran the queue empty holding the whole pool";
+  EXPECT_FALSE(Mn(tb).cut(0));
+  EXPECT_GE(Mn(tb).osmw_stats().empty_faults, 10u);
+}
+
 // The monitor cuts a CN (budget 20) while an allocation of its 4-lane chain
 // is in flight. The CN's liveness check once found the chain half torn down
 // (Destroy had cleared its QPs before the pair let go of it) and crashed the
