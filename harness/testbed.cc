@@ -59,7 +59,20 @@ sim::SimCluster& Testbed::cluster() {
   return *sim_;
 }
 
-void Testbed::Run(Task<void> task) { backend_->Run(std::move(task)); }
+void Testbed::Run(Task<void> task) {
+  // A run that ended because a spawned MN daemon died (its lanes broke, its
+  // bootstrap socket closed) names the death, not the symptom, whether the
+  // watcher or the symptom came first. A killed daemon closes its sockets and
+  // QPs before it can be reaped (deregistering its pool can take a second
+  // under emulation), so a failed run waits up to 2 s for it.
+  try {
+    backend_->Run(std::move(task));
+  } catch (...) {
+    ThrowIfMnDaemonDied(std::chrono::seconds(2));
+    throw;
+  }
+  ThrowIfMnDaemonDied(std::chrono::milliseconds(0));
+}
 
 #ifdef DMB_HAVE_IBV
 void Testbed::BuildIbv(systems::Deployment* d) {
@@ -133,21 +146,36 @@ void Testbed::SpawnMnDaemon() {
 
 // A daemon that dies (a crash, a kill) fails the run at once, naming how it
 // died, instead of leaving the CNs waiting for replies until the stall limit.
+// The poller runs every loop turn, so it reads the runtime's clock (the TSC
+// where steady_clock is a system call, as on a TCG guest's HPET: one per turn
+// put a system call on every READ's path) and looks at the child every 100 ms.
 void Testbed::WatchMnDaemon() {
   auto* ibv = dynamic_cast<fabric::ibv::IbvCluster*>(cluster_);
-  ibv->rt().AddPoller([this, last = std::chrono::steady_clock::now()]() mutable -> int {
-    const auto now = std::chrono::steady_clock::now();
-    if (mn_pid_ <= 0 || now - last < std::chrono::milliseconds(100)) return 0;
+  fabric::Runtime& rt = ibv->rt();
+  ibv->rt().AddPoller([this, &rt, last = rt.now()]() mutable -> int {
+    constexpr Ps kLookEveryPs = 100 * kPsPerMs;
+    const Ps now = rt.now();
+    if (mn_pid_ <= 0 || now - last < kLookEveryPs) return 0;
     last = now;
-    int status = 0;
-    if (waitpid(mn_pid_, &status, WNOHANG) != mn_pid_) return 0;
-    mn_pid_ = -1;
-    throw std::runtime_error("the MN daemon (dmbench mn --system " + spec_.system + ") " +
-                             (WIFSIGNALED(status)
-                                  ? "was killed by signal " + std::to_string(WTERMSIG(status))
-                                  : "exited with status " + std::to_string(WEXITSTATUS(status))) +
-                             " while CNs were using it; its error (if any) is printed above");
+    ThrowIfMnDaemonDied(std::chrono::milliseconds(0));
+    return 0;
   });
+}
+
+void Testbed::ThrowIfMnDaemonDied(std::chrono::milliseconds grace) {
+  if (mn_pid_ <= 0) return;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  int status = 0;
+  while (waitpid(mn_pid_, &status, WNOHANG) != mn_pid_) {
+    if (std::chrono::steady_clock::now() >= deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  mn_pid_ = -1;
+  throw std::runtime_error("the MN daemon (dmbench mn --system " + spec_.system + ") " +
+                           (WIFSIGNALED(status)
+                                ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                : "exited with status " + std::to_string(WEXITSTATUS(status))) +
+                           " while CNs were using it; its error (if any) is printed above");
 }
 
 void Testbed::StopMnDaemon() {
@@ -183,6 +211,7 @@ void Testbed::BuildIbv(systems::Deployment*) {
 }
 void Testbed::SpawnMnDaemon() {}
 void Testbed::WatchMnDaemon() {}
+void Testbed::ThrowIfMnDaemonDied(std::chrono::milliseconds) {}
 void Testbed::StopMnDaemon() {}
 #endif
 

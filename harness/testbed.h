@@ -8,6 +8,7 @@
 // ("spawn"), or in a daemon already running at HOST:PORT.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -65,6 +66,9 @@ class Testbed {
   void BuildIbv(systems::Deployment* d);
   void SpawnMnDaemon();
   void WatchMnDaemon();
+  // Throws the named error once a spawned daemon has exited (reaping it),
+  // waiting up to `grace` for one that is still dying.
+  void ThrowIfMnDaemonDied(std::chrono::milliseconds grace);
   void StopMnDaemon();
 
   TestbedSpec spec_;
