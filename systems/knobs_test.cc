@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "systems/registry.h"
 
 namespace dmb::systems {
@@ -106,6 +110,55 @@ TEST(Registry, SetupExhaustionNamesThePoolTheGranularityAndTheFix) {
       << fixed;
   EXPECT_EQ(fixed.find("granularity"), std::string::npos) << fixed;
   EXPECT_NE(fixed.find("give a smaller pool"), std::string::npos) << fixed;
+}
+
+// What the knobs need of the pool is checked before an MN is built (and by
+// `dmbench run` before any point runs): each refusal names the knob, the pool
+// and the fix; the largest pool or chunk that works is accepted.
+TEST(Registry, APoolTheKnobsCannotUseIsRefusedNamingTheFix) {
+  struct Case {
+    std::string system;
+    std::map<std::string, std::string> knobs;
+    uint64_t pool_bytes;
+    std::string refusal;  // empty: accepted
+  };
+  constexpr uint64_t kMB = 1ull << 20;
+  const std::vector<Case> cases = {
+      {"static_mr", {{"granularity", "16MB"}}, 16 * kMB, ""},
+      {"static_mr",
+       {{"granularity", "16MB"}},
+       8 * kMB,
+       "static_mr.granularity: 16MB is larger than the 8MB MN pool; use a smaller granularity or "
+       "a larger pool"},
+      {"fine_mr", {{"granularity", "4MB"}}, 1 * kMB, "fine_mr.granularity: 4MB is larger"},
+      {"rpc_mw", {{"granularity", "2MB"}}, 1 * kMB, "rpc_mw.granularity: 2MB is larger"},
+      {"finemem", {{"granularity", "64KB"}}, 32 << 10, "finemem.granularity: 64KB is larger"},
+      {"finemem", {{"granularity", "12288"}}, 1024 * kMB, "expected a power of two"},
+      {"onesided_mw", {{"granularity", "4KB"}}, 64ull << 30, ""},  // 16M chunks
+      {"onesided_mw",
+       {{"granularity", "4KB"}},
+       128ull << 30,
+       "onesided_mw: 128GB of MN memory in 4KB chunks gives 33554432 chunks; use 1..16M chunks "
+       "(change granularity or the pool size)"},
+      {"onesided_mw", {{"granularity", "4MB"}}, 1 * kMB, "gives 0 chunks"},
+      {"odrp", {}, 4096, ""},
+      {"odrp", {}, 2048, "odrp: the 2KB MN pool holds no 4 KB page; use a larger pool"},
+  };
+  for (const Case& c : cases) {
+    const SystemInfo& info = Registry::Get(c.system);
+    const Knobs k = ValidateKnobs(c.system, info.knobs, c.knobs);
+    if (c.refusal.empty()) {
+      EXPECT_NO_THROW(info.CheckPool(k, c.pool_bytes)) << c.system << " " << k.ToString();
+      continue;
+    }
+    try {
+      info.CheckPool(k, c.pool_bytes);
+      ADD_FAILURE() << c.system << " " << k.ToString() << " accepted a " << c.pool_bytes
+                    << " B pool";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.refusal), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Registry, EveryApproachHasAFactoryAndDocumentedKnobs) {

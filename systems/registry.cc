@@ -43,6 +43,15 @@ ConfigError SetupExhausted(const std::string& system, const Knobs& knobs, uint64
                      "a smaller pool (--pool, or params: pool in a spec)");
 }
 
+void GranularityFitsPool(const std::string& system, const Knobs& knobs, uint64_t pool_bytes) {
+  const uint64_t g = knobs.Size("granularity");
+  if (g > pool_bytes) {
+    throw ConfigError(system + ".granularity: " + FormatSize(g) + " is larger than the " +
+                      FormatSize(pool_bytes) +
+                      " MN pool; use a smaller granularity or a larger pool");
+  }
+}
+
 const std::vector<const SystemInfo*>& Registry::All() { return Approaches(); }
 
 void Registry::Add(const SystemInfo* info) {
@@ -76,6 +85,7 @@ std::unique_ptr<MemoryManager> Registry::Create(const Config& cfg, const Deploym
     throw ConfigError(info.name +
                       ": a deployment needs a cluster, an MN and (with a remote MN) a CN");
   }
+  if (!d.remote_mn) info.CheckPool(knobs, d.pool_bytes);  // a daemon checks its own
   return info.make(d, knobs);
 }
 

@@ -40,7 +40,20 @@ struct SystemInfo {
   std::vector<std::string> Needs(const Knobs& k) const {
     return needs ? needs(k) : std::vector<std::string>{};
   }
+  // What these knobs need of the MN pool beyond their own ranges (a chunk no
+  // larger than the pool, at most so many chunks): throws ConfigError naming
+  // the knob, the pool and the fix. Registry::Create runs it before building
+  // an MN, and `dmbench run` for every point before any point runs, so a
+  // spec's bad combination fails at once. Empty function: no limit.
+  std::function<void(const Knobs&, uint64_t pool_bytes)> check_pool = {};
+  void CheckPool(const Knobs& k, uint64_t pool_bytes) const {
+    if (check_pool) check_pool(k, pool_bytes);
+  }
 };
+
+// check_pool for approaches that carve the pool into `granularity` chunks:
+// a chunk must fit in the pool.
+void GranularityFitsPool(const std::string& system, const Knobs& knobs, uint64_t pool_bytes);
 
 // The ConfigError for an MN that ran out of a resource (node memory, MR/MW
 // keys: a VerbsError with ENOMEM) while its approach was being set up for a

@@ -10,7 +10,9 @@
 #include <thread>
 #include <tuple>
 
+#include "cli/runner/micro_command.h"
 #include "cli/runner/runner.h"
+#include "systems/registry.h"
 
 namespace dmb::runner {
 
@@ -92,6 +94,26 @@ int Validate(const RunCommandArgs& a, const Spec& spec, const RunOptions& o) {
   return 0;
 }
 
+// Every point's knobs against its MN pool (SystemInfo::check_pool), before
+// any point runs: an impossible combination (a chunk larger than the pool, or
+// too many of them) fails the whole run at once, naming the point and the fix,
+// not that point alone after the others ran.
+void CheckPools(const std::vector<Point>& points) {
+  for (const Point& p : points) {
+    if (p.system.empty()) continue;
+    const auto params = PointParams(p);
+    const auto pool = params.find("pool");
+    if (pool == params.end()) continue;
+    const systems::SystemInfo& info = systems::Registry::Get(p.system);
+    try {
+      info.CheckPool(systems::ValidateKnobs(info.name, info.knobs, p.knobs),
+                     std::stoull(pool->second));
+    } catch (const systems::ConfigError& e) {
+      throw SpecError("point " + p.id + ": " + e.what());
+    }
+  }
+}
+
 }  // namespace
 
 int RunCommand(const RunCommandArgs& a) {
@@ -103,7 +125,7 @@ int RunCommand(const RunCommandArgs& a) {
       if (eq == std::string::npos) throw SpecError("--param " + kv + ": expected KEY=VALUE");
       OverrideParam(&spec, kv.substr(0, eq), kv.substr(eq + 1));
     }
-    (void)Expand(spec);
+    CheckPools(Expand(spec));
   } catch (const SpecError& e) {
     fmt::print(stderr, "dmbench run: {}: {}\n", a.spec, e.what());
     return 2;

@@ -31,12 +31,7 @@ class ChunkRpcMn : public MnBase {
   virtual Task<void> SetupChunks() { co_return; }
 
   Task<void> Setup() override {
-    const uint64_t g = knobs_.Size("granularity");
-    if (g > pool_bytes_) {
-      throw ConfigError("granularity: " + FormatSize(g) + " is larger than the " +
-                        FormatSize(pool_bytes_) +
-                        " MN pool; use a smaller granularity or a larger pool");
-    }
+    const uint64_t g = knobs_.Size("granularity");  // fits: SystemInfo::check_pool
     table_.Init(pool_addr_, g, pool_bytes_ / g);
     co_await SetupChunks();
   }

@@ -60,6 +60,8 @@ const SystemInfo kFineMr{
       return std::make_unique<BasicManager<FineMrMn, FineMrCn>>("fine_mr", d, k);
     },
     {},
-    {{"granularity", "64KB"}}};
+    {{"granularity", "64KB"}},
+    {},
+    [](const Knobs& k, uint64_t pool) { GranularityFitsPool("fine_mr", k, pool); }};
 
 }  // namespace dmb::systems

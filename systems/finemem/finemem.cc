@@ -26,15 +26,18 @@ const SystemInfo kFineMem{
      {"regen_period_us", KnobKind::kInt, "100000",
       "rkey regeneration scan period (FineMem: 100 ms)", 1, 100000000}},
     [](const Deployment& d, const Knobs& k) -> std::unique_ptr<MemoryManager> {
+      return std::make_unique<BasicManager<FineMemMn, FineMemCn>>("finemem", d, k);
+    },
+    {},
+    {{"granularity", "64KB"}},
+    [](const Knobs&) { return finemem::kNeeds; },
+    [](const Knobs& k, uint64_t pool) {
       const uint64_t g = k.Size("granularity");
       if (!std::has_single_bit(g)) {
         throw ConfigError("finemem.granularity: expected a power of two (4KB..128KB), got " +
                           std::to_string(g) + " B");
       }
-      return std::make_unique<BasicManager<FineMemMn, FineMemCn>>("finemem", d, k);
-    },
-    {},
-    {{"granularity", "64KB"}},
-    [](const Knobs&) { return finemem::kNeeds; }};
+      GranularityFitsPool("finemem", k, pool);
+    }};
 
 }  // namespace dmb::systems

@@ -41,11 +41,7 @@ void FineMemMn::InitLayout() {
   l.pool_addr = pool_addr_;
   l.chunk_bytes = g;
   l.size_log2 = finemem::Log2(g / kUnitBytes);
-  l.chunks = pool_bytes_ / g;
-  if (l.chunks == 0) {
-    throw ConfigError("finemem.granularity: " + FormatSize(g) + " is larger than the " +
-                      FormatSize(pool_bytes_) + " MN pool");
-  }
+  l.chunks = pool_bytes_ / g;  // at least 1: SystemInfo::check_pool
   const uint64_t units = l.chunks << l.size_log2;
   l.spans = (units + kUnitsPerSpan - 1) / kUnitsPerSpan;
   l.sections = (l.spans + kSpansPerSection - 1) / kSpansPerSection;

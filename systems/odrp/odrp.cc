@@ -60,11 +60,7 @@ OdrpMnSide::~OdrpMnSide() = default;
 
 Task<void> OdrpMnSide::Start() {
   fabric::RequireCaps(*node_, kNeeds, "odrp");
-  const uint64_t pages = deployment_.pool_bytes / kPageBytes;
-  if (pages == 0) {
-    throw ConfigError("odrp: the " + FormatSize(deployment_.pool_bytes) +
-                      " MN pool holds no 4 KB page; use a larger pool");
-  }
+  const uint64_t pages = deployment_.pool_bytes / kPageBytes;  // >= 1: SystemInfo::check_pool
   odrp_ = co_await OdrpMetadata::Create(deployment_.cluster, node_, {.pages = pages});
   repair_ = co_await RingRepair::Create({deployment_.cluster, node_, odrp_->meta_mr(),
                                          odrp_->ring_addr(), odrp_->layout().ring_bytes,
@@ -798,6 +794,12 @@ const SystemInfo kOdrp{
     },
     {},
     {},
-    [](const Knobs&) { return odrp::kNeeds; }};
+    [](const Knobs&) { return odrp::kNeeds; },
+    [](const Knobs&, uint64_t pool) {
+      if (pool < odrp::kPageBytes) {
+        throw ConfigError("odrp: the " + FormatSize(pool) +
+                          " MN pool holds no 4 KB page; use a larger pool");
+      }
+    }};
 
 }  // namespace dmb::systems

@@ -62,13 +62,20 @@ OsmwMn::OsmwMn(const Deployment& d, const Knobs& k)
 
 MnBase::CapsNeed OsmwMn::Needs() const { return {"onesided_mw", kNeeds}; }
 
-Task<void> OsmwMn::Setup() {
-  const uint64_t entries = pool_bytes_ / chunk_bytes_;
+// SystemInfo::check_pool: the allocation queue's elements and the chunks'
+// windows are indexed by 24 bits.
+void OsmwCheckPool(const Knobs& k, uint64_t pool_bytes) {
+  const uint64_t chunk_bytes = k.Size("granularity");
+  const uint64_t entries = pool_bytes / chunk_bytes;
   if (entries < 1 || entries > (1u << 24)) {
-    throw ConfigError("onesided_mw: " + std::to_string(pool_bytes_) + " B of MN memory in " +
-                      std::to_string(chunk_bytes_) + " B chunks gives " + std::to_string(entries) +
+    throw ConfigError("onesided_mw: " + FormatSize(pool_bytes) + " of MN memory in " +
+                      FormatSize(chunk_bytes) + " chunks gives " + std::to_string(entries) +
                       " chunks; use 1..16M chunks (change granularity or the pool size)");
   }
+}
+
+Task<void> OsmwMn::Setup() {
+  const uint64_t entries = pool_bytes_ / chunk_bytes_;  // 1..16M: OsmwCheckPool
   // Registered once ([OSMW] §5): the windows grant all remote access.
   pool_mr_ =
       co_await node_->RegMr(pd_, pool_addr_, pool_bytes_, fabric::kLocalWrite | fabric::kMwBind);
@@ -1015,6 +1022,7 @@ const SystemInfo kOneSidedMw{
     },
     {{"nosep", {{"sep", "false"}}}, {"nogroup", {{"group_size", "2"}}}},
     {{"granularity", "64KB"}},
-    [](const Knobs&) { return onesided_mw::kNeeds; }};
+    [](const Knobs&) { return onesided_mw::kNeeds; },
+    onesided_mw::OsmwCheckPool};
 
 }  // namespace dmb::systems

@@ -80,11 +80,7 @@ class RpcMwMn : public MnBase {
 
  protected:
   Task<void> Setup() override {
-    const uint64_t g = knobs_.Size("granularity");
-    if (g > pool_bytes_) {
-      throw ConfigError("rpc_mw.granularity: " + FormatSize(g) + " is larger than the " +
-                        FormatSize(pool_bytes_) + " MN pool");
-    }
+    const uint64_t g = knobs_.Size("granularity");  // fits: SystemInfo::check_pool
     table_.Init(pool_addr_, g, pool_bytes_ / g);
     chunks_.assign(table_.count(), {});
     mr_ = co_await node_->RegMr(pd_, pool_addr_, pool_bytes_,
@@ -396,6 +392,7 @@ const SystemInfo kRpcMw{
      {"type1_patronus", {{"delayed_unbind", "true"}, {"spare_qps", "true"}}},
      {"type2_patronus", {{"mw_type", "2"}, {"delayed_unbind", "true"}, {"spare_qps", "true"}}}},
     {{"granularity", "64KB"}},
-    [](const Knobs& k) { return RpcMwNeeds(k.Int("mw_type") == 1, k.Bool("leases")); }};
+    [](const Knobs& k) { return RpcMwNeeds(k.Int("mw_type") == 1, k.Bool("leases")); },
+    [](const Knobs& k, uint64_t pool) { GranularityFitsPool("rpc_mw", k, pool); }};
 
 }  // namespace dmb::systems

@@ -60,6 +60,8 @@ const SystemInfo kStaticMr{
       return std::make_unique<BasicManager<StaticMrMn, StaticMrCn>>("static_mr", d, k);
     },
     {},
-    {{"granularity", "256KB"}}};
+    {{"granularity", "256KB"}},
+    {},
+    [](const Knobs& k, uint64_t pool) { GranularityFitsPool("static_mr", k, pool); }};
 
 }  // namespace dmb::systems
