@@ -151,8 +151,8 @@ void Testbed::SpawnMnDaemon() {
 // put a system call on every READ's path) and looks at the child every 100 ms.
 void Testbed::WatchMnDaemon() {
   auto* ibv = dynamic_cast<fabric::ibv::IbvCluster*>(cluster_);
-  fabric::Runtime& rt = ibv->rt();
-  ibv->rt().AddPoller([this, &rt, last = rt.now()]() mutable -> int {
+  fabric::ibv::IbvRuntime& rt = ibv->rt();
+  rt.AddPoller([this, &rt, last = rt.now()]() mutable -> int {
     constexpr Ps kLookEveryPs = 100 * kPsPerMs;
     const Ps now = rt.now();
     if (mn_pid_ <= 0 || now - last < kLookEveryPs) return 0;
