@@ -26,7 +26,22 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 [ -n "$daemon" ] || fail "no spawned daemon appeared"
-sleep 3   # setup done, READs flowing
+# READs flow once the daemon has served the CN's allocation: ask its stats
+# (a fixed wait killed a slow, sanitized daemon before it listened).
+port=""
+served=0
+for _ in $(seq 1200); do
+  [ -z "$port" ] && port=$(grep -o 'bootstrap on TCP port [0-9]*' "$dir/cn.err" | awk '{print $5}')
+  if [ -n "$port" ] && exec 3<>"/dev/tcp/127.0.0.1/$port" 2>/dev/null; then
+    echo stats >&3
+    read -r -t 10 _ok _pool _total _in_use served _rejected <&3
+    exec 3<&-
+    [ "${served:-0}" -gt 0 ] 2>/dev/null && break
+  fi
+  sleep 0.1
+done
+[ "${served:-0}" -gt 0 ] 2>/dev/null || fail "the daemon served no allocation"
+sleep 1   # READs flowing
 kill -0 "$cn" 2>/dev/null || fail "the CN process ended before the daemon was killed"
 kill -9 "$daemon"
 t0=$(date +%s)
