@@ -362,8 +362,15 @@ std::unique_ptr<ChainClient> OdrpCn::NewClient(ChainKind kind, uint64_t hdr) con
       node_, pd_, rt_, ChainGeometry::For(kind, ChainSlots(lanes), lanes), hdr_mr_, hdr);
 }
 
+// The first group of the CN sets up the headers and opens the chains; the
+// groups opened meanwhile wait for it (without the lock each registered a
+// header block of its own and dropped it: odrp_test
+// GroupsOpenedAtOnceSetUpTheChainHeadersOnce).
 Task<void> OdrpCn::EnsurePools() {
   if (hdr_mr_) co_return;
+  co_await pools_setup_.Lock();
+  Unlocker unlock{&pools_setup_};
+  if (hdr_mr_) co_return;  // set up while this group waited
   // One header per lane of every kind (the replies of all but Load land in
   // them: remote write).
   uint64_t headers = 0;
@@ -371,10 +378,7 @@ Task<void> OdrpCn::EnsurePools() {
   const uint64_t bytes = headers * kHdrStride;
   const uint64_t base = node_->memory().Alloc(bytes, 64);
   node_->memory().Fill(base, 0, bytes);
-  fabric::Mr* mr =
-      co_await node_->RegMr(pd_, base, bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
-  if (hdr_mr_) co_return;  // another group of this CN got here first
-  hdr_mr_ = mr;
+  hdr_mr_ = co_await node_->RegMr(pd_, base, bytes, fabric::kLocalWrite | fabric::kRemoteWrite);
   lane_cq_ = node_->CreateCq(4, /*ignore_overrun=*/true);
   for (uint32_t k = 0; k < kChainKinds; ++k) {
     KindPool& pool = pools_[k];

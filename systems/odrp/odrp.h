@@ -417,6 +417,7 @@ class OdrpCn : public CnSide {
   bool saw_empty_ = false;  // the last dequeue found the MN's queue empty
   std::vector<std::unique_ptr<Group>> groups_;
   fabric::Mr* hdr_mr_ = nullptr;   // one request header per lane of every kind
+  CoMutex pools_setup_;            // EnsurePools: one group sets up, the others wait
   fabric::Cq* lane_cq_ = nullptr;  // the lanes' state QPs' CQ (never used)
   KindPool pools_[kChainKinds];
   fabric::CpuCost cost_qp_modify_;
