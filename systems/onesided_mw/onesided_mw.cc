@@ -274,7 +274,8 @@ Task<bool> OsmwMn::ChargeRenewal(uint32_t cn) {
   if (++renewals_[cn] <= max_renewals_) co_return true;
   const std::string why = "onesided_mw: CN " + std::to_string(cn) + " caused more than " +
                           std::to_string(max_renewals_) +
-                          " chain renewals (refused frees, faulted allocation requests: "
+                          " chain renewals (refused frees, faulted allocation requests, "
+                          "claims on a queue it was told is empty: "
                           "max_renewals); the MN closed its management pairs, so its "
                           "allocations and frees fail from now on";
   closed_[cn] = why;
@@ -411,8 +412,14 @@ Task<Status> OsmwMn::RenewAlloc(uint32_t pair, fabric::Qp* cn_alloc_qp, AllocSet
   const bool was_empty = co_await RetireAlloc(p);
   (void)SettleAlloc(p, settle);
   ++st_.alloc_renewals;
-  // An empty queue is the protocol's out-of-memory path, not the CN's fault.
-  if (!was_empty && !co_await ChargeRenewal(p.cn)) {
+  // An empty queue is the protocol's out-of-memory path, not the CN's fault,
+  // once per pair while it stays empty: that fault's renewal told the CN (its
+  // notice word) before it returned, and an honest CN asks the MN from then
+  // on (Probe) instead of claiming. A pair that claims again before the queue
+  // reopens ignores the notice, and each of its faults costs the MN CPU a
+  // chain rebuild: those count as renewals (max_renewals closes the CN).
+  const bool repeat_empty = was_empty && empty_ && p.empty_fault_episode == empty_episodes_;
+  if ((!was_empty || repeat_empty) && !co_await ChargeRenewal(p.cn)) {
     repair_.Unlock();
     co_return Status(p.stopped_code, p.stopped_why);
   }
@@ -422,8 +429,10 @@ Task<Status> OsmwMn::RenewAlloc(uint32_t pair, fabric::Qp* cn_alloc_qp, AllocSet
     ++st_.empty_faults;
     if (!empty_) {
       empty_ = true;
+      ++empty_episodes_;
       NotifyAll(kNoticeEmpty);
     }
+    p.empty_fault_episode = empty_episodes_;
     if (!watcher_running_) {
       watcher_running_ = true;
       runtime().Spawn(EmptyWatcher());
@@ -802,12 +811,17 @@ Task<Result<Chunk>> OsmwCn::Alloc(AccessGroup& g) {
   // retries once on the new one.
   for (int attempt = 0;; ++attempt) {
     Result<Chunk> r;
+    // A renewal under way may find the queue empty (and tell this CN before
+    // it returns) or close the pair: look after it.
+    while (p.renewing) co_await p.renewed.Wait();
     if (!p.closed_why.empty()) {
       r.status = Status(Code::kLaneBroken, p.closed_why);
       co_return r;
     }
     if (notice() == kNoticeEmpty) {
-      // The MN said the queue ran dry: ask before spending a chain on it.
+      // The MN said the queue ran dry: ask before spending a chain on it
+      // (claiming again before it reopens counts as a renewal the CN caused:
+      // OsmwMn::RenewAlloc).
       r.status = co_await Mn().Probe();
       if (!r.ok()) co_return r;
     }
@@ -1013,8 +1027,8 @@ const SystemInfo kOneSidedMw{
       "monitor)",
       0, int64_t{1} << 40},
      {"max_renewals", KnobKind::kInt, "64",
-      "chain renewals a CN may cause (refused frees, faulted allocation requests) before the MN "
-      "closes its pairs",
+      "chain renewals a CN may cause (refused frees, faulted allocation requests, a pair's "
+      "claims on a queue it was told is empty) before the MN closes its pairs",
       0, int64_t{1} << 40},
      {"monitor_period_us", KnobKind::kInt, "1000", "budget monitor period", 1, 100000000}},
     [](const Deployment& d, const Knobs& k) -> std::unique_ptr<MemoryManager> {

@@ -82,17 +82,24 @@
 //       now, so it is not touched.
 //    Either way a fresh chain is armed for the CN.
 //  - An allocation renewal the CN caused that was not an empty queue counts
-//    against it (max_renewals, below).
+//    against it (max_renewals, below). So does an empty queue found again
+//    by the same pair before the queue reopened: the first fault's renewal
+//    wrote the CN's notice before it returned, so that claim ignored it, and
+//    each such fault costs the MN CPU a chain rebuild (onesided_mw_test
+//    ACnIgnoringTheEmptyNoticeIsClosedAfterMaxRenewals).
 //  - While the notice says "empty" a CN asks the MN before allocating
 //    (Probe: the MN CPU sweeps the ring); a watcher task also sweeps every
-//    empty_watch_us, and both clear the notice when memory is back.
+//    empty_watch_us, and both clear the notice when memory is back. An
+//    allocation that waited for its pair's renewal looks at the notice
+//    after it (that renewal may have found the queue empty).
 //  - A refused free (not the owner, forged handle, double free) kills that
 //    pair's free chain; RenewFree arms a new one and moves MW 0 of the
 //    entries the CN still holds through that pair to it (owner-checked).
 //  - Every renewal destroys the chains it replaces (their QPs, rings, CQs,
 //    MRs and scratch go back to the MN: MN memory stays flat however many
 //    renewals a CN forces). A renewal the CN caused (a refused free, a
-//    faulted allocation that was not an empty queue) counts against it: past
+//    faulted allocation that was not the pair's first empty queue since
+//    the queue last reopened) counts against it: past
 //    max_renewals (default 64) the MN closes all of the CN's pairs (chains
 //    destroyed; its allocations and frees fail with kLaneBroken saying why;
 //    what it holds comes back through ReclaimCn), and with a budget each
@@ -239,6 +246,9 @@ class OsmwMn : public MnBase {
     // lane_instances() requests per lane still owned by the CN), for the
     // CN's next renewal to settle.
     std::vector<AllocGrant> sent;
+    // The empty episode (empty_episodes_) in which this pair's allocation
+    // chain last found the queue empty; 0: none.
+    uint64_t empty_fault_episode = 0;
   };
   struct Notice {
     fabric::Qp* qp = nullptr;  // MN end
@@ -315,6 +325,7 @@ class OsmwMn : public MnBase {
   fabric::Qp* reclaim_qp_ = nullptr;
   CoMutex repair_;  // RingRepair and the chains' rebuilds: one at a time
   bool empty_ = false;
+  uint64_t empty_episodes_ = 0;  // times the queue ran empty (empty_ became true)
   bool watcher_running_ = false;
   OsmwStats st_;
 };
@@ -330,6 +341,9 @@ class OsmwCn : public CnBase {
   // Tests: the pair a group allocates through, and its clients.
   size_t pairs() const { return pairs_.size(); }
   uint64_t notice() const;
+  // Where the notice word is (the CN's own memory: a CN that ignores the
+  // notice can simply rewrite it; attack tests do).
+  uint64_t notice_addr() const { return notice_addr_; }
 
  private:
   struct Pair {

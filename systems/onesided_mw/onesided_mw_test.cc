@@ -839,6 +839,62 @@ TEST(OneSidedMw, ClaimsOnAnEmptyQueueAreNotChargedToTheBudget) {
   EXPECT_GE(Mn(tb).osmw_stats().empty_faults, 10u);
 }
 
+// A CN that ignores the empty notice (it rewrites its notice word to "ok"
+// after every kOutOfMemory, and waits only 1 us for a reply before it asks
+// whether its chain faulted) keeps running its allocation chain into the
+// empty queue. Each fault costs the MN CPU a chain rebuild (about 2 ms of its
+// one core here). The first per pair while the queue stays empty is the
+// protocol's out-of-memory path (ClaimsOnAnEmptyQueueAreNotChargedToTheBudget);
+// the notice has told the CN by then, so every later one counts as a renewal
+// it caused, and past max_renewals the MN closes its pairs. Checked to fail
+// without the charge: 26 rebuilds in 50 ms and the CN never closed, the MN
+// core rebuilding for it nearly all the time. The honest CN that holds the
+// pool is charged nothing and allocates once it frees.
+TEST(OneSidedMw, ACnIgnoringTheEmptyNoticeIsClosedAfterMaxRenewals) {
+  constexpr Ps kAttackPs = 50000 * kPsPerUs;
+  constexpr uint64_t kMaxRenewals = 3;
+  Testbed tb(Spec(2,
+                  {{"granularity", "64KB"},
+                   {"max_renewals", std::to_string(kMaxRenewals)},
+                   {"reply_timeout_us", "1"}},
+                  2ull << 20));  // 32 chunks
+  uint64_t attempts = 0, rebuilds = 0;
+  Status last;
+  tb.Run([](Testbed& tb, uint64_t* attempts, uint64_t* rebuilds, Status* last) -> Task<void> {
+    AccessGroup* hg = co_await tb.cn(1).OpenGroup(1, 4096);
+    std::vector<Chunk> held;
+    for (;;) {  // the honest CN takes the whole pool
+      auto r = co_await tb.cn(1).Alloc(*hg);
+      if (!r.ok()) break;
+      held.push_back(r.value);
+    }
+    AccessGroup* ag = co_await tb.cn(0).OpenGroup(1, 4096);
+    const uint64_t before = Mn(tb).osmw_stats().alloc_renewals;
+    const Ps end = tb.runtime().now() + kAttackPs;
+    while (tb.runtime().now() < end) {
+      tb.cn(0).node()->memory().StoreU64(Cn(tb, 0).notice_addr(), kNoticeOk);  // ignore it
+      auto r = co_await tb.cn(0).Alloc(*ag);
+      ++*attempts;
+      EXPECT_FALSE(r.ok());
+      *last = r.status;
+      if (r.status.code() == Code::kLaneBroken) break;
+      EXPECT_EQ(r.status.code(), Code::kOutOfMemory) << r.status.ToString();
+    }
+    *rebuilds = Mn(tb).osmw_stats().alloc_renewals - before;
+    // The honest CN frees; memory is back for it.
+    for (const Chunk& c : held) CO_ASSERT_OK(co_await tb.cn(1).Free(*hg, c));
+    while (Cn(tb, 1).notice() != kNoticeOk) co_await tb.runtime().SleepFor(10 * kPsPerUs);
+    CO_ASSERT_OK((co_await tb.cn(1).Alloc(*hg)).status);
+  }(tb, &attempts, &rebuilds, &last));
+  std::cout << "[ attack ] " << attempts
+            << " allocations on an empty queue ignoring the notice: " << rebuilds
+            << " chain rebuilds, then " << last.ToString() << "\n";
+  EXPECT_EQ(last.code(), Code::kLaneBroken) << last.ToString();
+  EXPECT_NE(last.message().find("max_renewals"), std::string::npos) << last.ToString();
+  EXPECT_LE(rebuilds, kMaxRenewals + 2);  // the free one, then max_renewals charged
+  EXPECT_EQ(Mn(tb).osmw_stats().cns_closed, 1u);
+}
+
 // The monitor cuts a CN (budget 20) while an allocation of its 4-lane chain
 // is in flight. The CN's liveness check once found the chain half torn down
 // (Destroy had cleared its QPs before the pair let go of it) and crashed the
