@@ -401,6 +401,22 @@ Task<bool> OsmwMn::FreeRunning(uint32_t pair, const fabric::Qp* cn_qp) {
   co_return running;
 }
 
+// Pair p's allocation chain found the queue empty: every CN is told once per
+// episode, and the watcher sweeps until memory is back.
+void OsmwMn::NoteEmptyQueue(Pair& p) {
+  ++st_.empty_faults;
+  if (!empty_) {
+    empty_ = true;
+    ++empty_episodes_;
+    NotifyAll(kNoticeEmpty);
+  }
+  p.empty_fault_episode = empty_episodes_;
+  if (!watcher_running_) {
+    watcher_running_ = true;
+    runtime().Spawn(EmptyWatcher());
+  }
+}
+
 Task<Status> OsmwMn::RenewAlloc(uint32_t pair, fabric::Qp* cn_alloc_qp, AllocSettle* settle) {
   Pair& p = *pairs_.at(pair);
   co_await repair_.Lock();
@@ -413,31 +429,20 @@ Task<Status> OsmwMn::RenewAlloc(uint32_t pair, fabric::Qp* cn_alloc_qp, AllocSet
   (void)SettleAlloc(p, settle);
   ++st_.alloc_renewals;
   // An empty queue is the protocol's out-of-memory path, not the CN's fault,
-  // once per pair while it stays empty: that fault's renewal told the CN (its
-  // notice word) before it returned, and an honest CN asks the MN from then
-  // on (Probe) instead of claiming. A pair that claims again before the queue
-  // reopens ignores the notice, and each of its faults costs the MN CPU a
-  // chain rebuild: those count as renewals (max_renewals closes the CN).
+  // once per pair while it stays empty: the MN tells every CN at once (the
+  // notice lands long before this renewal's new chain is armed and it
+  // returns), and an honest CN asks the MN from then on (Probe) instead of
+  // claiming. A pair that claims again before the queue reopens ignored the
+  // notice, and each of its faults costs the MN CPU a chain rebuild: those
+  // count as renewals (max_renewals closes the CN).
   const bool repeat_empty = was_empty && empty_ && p.empty_fault_episode == empty_episodes_;
+  if (was_empty) NoteEmptyQueue(p);
   if ((!was_empty || repeat_empty) && !co_await ChargeRenewal(p.cn)) {
     repair_.Unlock();
     co_return Status(p.stopped_code, p.stopped_why);
   }
   p.alloc = co_await NewAllocChain(p.cn, p.free->free_qp()->qp_num(), cn_alloc_qp);
   p.alloc_peer = cn_alloc_qp;
-  if (was_empty) {
-    ++st_.empty_faults;
-    if (!empty_) {
-      empty_ = true;
-      ++empty_episodes_;
-      NotifyAll(kNoticeEmpty);
-    }
-    p.empty_fault_episode = empty_episodes_;
-    if (!watcher_running_) {
-      watcher_running_ = true;
-      runtime().Spawn(EmptyWatcher());
-    }
-  }
   repair_.Unlock();
   if (was_empty) {
     co_return Status(Code::kOutOfMemory,

@@ -295,6 +295,7 @@ class OsmwMn : public MnBase {
   Task<bool> TryInvalidate(fabric::Mw* mw);
   Task<fabric::WorkCompletion> ReclaimExec(fabric::SendWr wr);
   void NotifyAll(uint64_t notice);
+  void NoteEmptyQueue(Pair& p);
   Task<void> SweepAndMaybeReopen();
   Task<void> EmptyWatcher();
   Task<void> Monitor();
